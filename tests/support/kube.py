@@ -1,0 +1,341 @@
+"""A real Kubernetes control plane for the tests: etcd and kube-apiserver on loopback.
+
+The CRD's schema, its CEL rules, its printer columns and the chart's manifests are only checked
+for real by an API server, so the tests run one (as controller-runtime's envtest does): etcd with
+its data in a temporary folder and kube-apiserver, both on free loopback ports, with no kubelet,
+scheduler or controller-manager. Objects are stored and validated; no pod ever starts.
+
+The apiserver serves TLS with a certificate from a throwaway CA and accepts one generated bearer
+token for a member of ``system:masters``; RBAC is the authorizer, so the chart's roles can be
+checked with ``kubectl auth can-i --as``. All keys are made with the ``openssl`` command line.
+
+The binaries come from ``$KUBE_APISERVER``/``$ETCD``/``$KUBECTL``/``$HELM`` when set, else from
+the cache folder ``hack/kube-tools.sh`` builds into, else from ``PATH``. A missing one fails the
+test with the command that installs it: the repository's rule is that nothing is ever skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+KUBE_TOOLS = "bash hack/kube-tools.sh"
+START_TIMEOUT_S = 120.0
+
+
+def bin_dir() -> Path:
+    """The folder hack/kube-tools.sh builds into (same rule as the script)."""
+    explicit = os.environ.get("AGENTRUN_BIN_DIR")
+    if explicit:
+        return Path(explicit)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "agentrun" / "bin"
+
+
+def find_binary(name: str, env_var: str, install_hint: str) -> str:
+    """The path of a tool, or a test failure that says how to get it."""
+    explicit = os.environ.get(env_var)
+    if explicit:
+        if os.access(explicit, os.X_OK) and Path(explicit).is_file():
+            return explicit
+        pytest.fail(f"{env_var}={explicit} is not an executable file", pytrace=False)
+    cached = bin_dir() / name
+    if os.access(cached, os.X_OK):
+        return str(cached)
+    found = shutil.which(name)
+    if found:
+        return found
+    pytest.fail(
+        f"{name} not found (looked at ${env_var}, {bin_dir()} and PATH); {install_hint}",
+        pytrace=False,
+    )
+
+
+def kube_apiserver_binary() -> str:
+    return find_binary(
+        "kube-apiserver", "KUBE_APISERVER", f"run `{KUBE_TOOLS}` to build it (or set it)"
+    )
+
+
+def etcd_binary() -> str:
+    return find_binary(
+        "etcd", "ETCD", "install Debian's etcd-server (`bash hack/install-deps.sh` does)"
+    )
+
+
+def kubectl_binary() -> str:
+    return find_binary("kubectl", "KUBECTL", f"install kubectl or run `{KUBE_TOOLS}`")
+
+
+def helm_binary() -> str:
+    return find_binary("helm", "HELM", f"run `{KUBE_TOOLS}` to build it (or set it)")
+
+
+def hadolint_binary() -> str:
+    return find_binary("hadolint", "HADOLINT", f"run `{KUBE_TOOLS}` to install it (or set it)")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_certificates(folder: Path) -> None:
+    """A CA, a serving certificate for 127.0.0.1 signed by it, and a service-account key."""
+    if shutil.which("openssl") is None:
+        pytest.fail("openssl not found; install Debian's openssl", pytrace=False)
+    (folder / "server.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        "extendedKeyUsage=serverAuth\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+    )
+    _openssl(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=agentrun-test-ca",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=folder,
+    )  # fmt: skip
+    _openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key",
+        "-out", "server.csr", "-subj", "/CN=kube-apiserver",
+        cwd=folder,
+    )  # fmt: skip
+    _openssl(
+        "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-out", "server.crt", "-extfile", "server.ext",
+        cwd=folder,
+    )  # fmt: skip
+    _openssl("genrsa", "-out", "service-account.key", "2048", cwd=folder)
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=15)
+
+
+@dataclass
+class ControlPlane:
+    """A running etcd and kube-apiserver, and a kubeconfig for an administrator."""
+
+    workdir: Path
+    server: str
+    token: str
+    kubeconfig: Path
+    start_seconds: float
+    etcd: subprocess.Popen[bytes]
+    apiserver: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        _stop(self.apiserver)
+        _stop(self.etcd)
+
+    def env(self) -> dict[str, str]:
+        """Environment for kubectl and helm: this cluster, and helm's state kept in workdir."""
+        env = dict(os.environ)
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        for kind in ("CACHE", "CONFIG", "DATA"):
+            env[f"HELM_{kind}_HOME"] = str(self.workdir / "helm" / kind.lower())
+        return env
+
+
+def _wait_ready(
+    url: str,
+    process: subprocess.Popen[bytes],
+    log: Path,
+    deadline: float,
+    context: ssl.SSLContext | None = None,
+    token: str | None = None,
+) -> None:
+    request = urllib.request.Request(url)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    while True:
+        if process.poll() is not None:
+            pytest.fail(
+                f"{Path(str(process.args[0])).name} exited with {process.returncode} "
+                f"before {url} was ready:\n{_tail(log)}",
+                pytrace=False,
+            )
+        try:
+            with urllib.request.urlopen(request, timeout=5, context=context) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"{url} not ready in {START_TIMEOUT_S:.0f}s:\n{_tail(log)}", pytrace=False)
+        time.sleep(0.25)
+
+
+def start_control_plane(workdir: Path) -> ControlPlane:
+    """Start etcd and kube-apiserver in ``workdir``; the caller must ``stop()`` them."""
+    apiserver_bin, etcd_bin = kube_apiserver_binary(), etcd_binary()
+    started = time.monotonic()
+    deadline = started + START_TIMEOUT_S
+    certs = workdir / "certs"
+    certs.mkdir(parents=True)
+    make_certificates(certs)
+    token = secrets.token_urlsafe(32)
+    (certs / "tokens.csv").write_text(f'{token},agentrun-test-admin,admin,"system:masters"\n')
+
+    client_port, peer_port, secure_port = free_port(), free_port(), free_port()
+    etcd_url = f"http://127.0.0.1:{client_port}"
+    etcd_log = workdir / "etcd.log"
+    with etcd_log.open("wb") as out:
+        etcd = subprocess.Popen(
+            [
+                etcd_bin,
+                "--name=test",
+                f"--data-dir={workdir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=test=http://127.0.0.1:{peer_port}",
+                "--logger=zap",
+                "--log-level=warn",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    apiserver: subprocess.Popen[bytes] | None = None
+    try:
+        _wait_ready(f"{etcd_url}/health", etcd, etcd_log, deadline)
+        apiserver_log = workdir / "kube-apiserver.log"
+        with apiserver_log.open("wb") as out:
+            apiserver = subprocess.Popen(
+                [
+                    apiserver_bin,
+                    f"--etcd-servers={etcd_url}",
+                    "--bind-address=127.0.0.1",
+                    "--advertise-address=127.0.0.1",
+                    f"--secure-port={secure_port}",
+                    f"--cert-dir={certs}",
+                    f"--tls-cert-file={certs / 'server.crt'}",
+                    f"--tls-private-key-file={certs / 'server.key'}",
+                    f"--client-ca-file={certs / 'ca.crt'}",
+                    f"--token-auth-file={certs / 'tokens.csv'}",
+                    "--authorization-mode=RBAC",
+                    "--service-account-issuer=https://kubernetes.default.svc",
+                    f"--service-account-key-file={certs / 'service-account.key'}",
+                    f"--service-account-signing-key-file={certs / 'service-account.key'}",
+                    "--service-cluster-ip-range=10.96.0.0/24",
+                    "--allow-privileged=true",
+                    "--enable-priority-and-fairness=false",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        server = f"https://127.0.0.1:{secure_port}"
+        context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        _wait_ready(f"{server}/readyz", apiserver, apiserver_log, deadline, context, token)
+    except BaseException:
+        if apiserver is not None:
+            _stop(apiserver)
+        _stop(etcd)
+        raise
+
+    kubeconfig = workdir / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\n"
+        "kind: Config\n"
+        "clusters:\n"
+        "- name: test\n"
+        "  cluster:\n"
+        f"    server: {server}\n"
+        f"    certificate-authority: {certs / 'ca.crt'}\n"
+        "users:\n"
+        "- name: admin\n"
+        "  user:\n"
+        f"    token: {token}\n"
+        "contexts:\n"
+        "- name: test\n"
+        "  context: {cluster: test, user: admin, namespace: default}\n"
+        "current-context: test\n"
+    )
+    return ControlPlane(
+        workdir=workdir,
+        server=server,
+        token=token,
+        kubeconfig=kubeconfig,
+        start_seconds=time.monotonic() - started,
+        etcd=etcd,
+        apiserver=apiserver,
+    )
+
+
+@dataclass(frozen=True)
+class Kube:
+    """One test module's view of the cluster: its own namespace, kubectl and helm bound to it."""
+
+    control_plane: ControlPlane
+    namespace: str
+    kubectl_bin: str
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.control_plane.kubeconfig
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """kubectl in this namespace; with ``check`` a non-zero exit fails the test with stderr."""
+        return self._run([self.kubectl_bin, "--namespace", self.namespace, *args], stdin, check)
+
+    def helm(
+        self, helm_bin: str, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        return self._run([helm_bin, "--namespace", self.namespace, *args], stdin, check)
+
+    def _run(
+        self, argv: list[str], stdin: str | None, check: bool
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            argv,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.control_plane.env(),
+            cwd=REPO,
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            pytest.fail(
+                f"{' '.join(argv)} exited {result.returncode}:\n{result.stderr}{result.stdout}",
+                pytrace=False,
+            )
+        return result
