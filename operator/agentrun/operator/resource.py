@@ -3,7 +3,7 @@
 The CRD in ``crds/agentruns.agentrun.dev.yaml`` is what the API server enforces; these models are
 what the operator reads and writes, so the two must say the same thing. They carry the same field
 names (camelCase on the wire, snake_case in Python), the same required fields, enums and bounds,
-and ``tests/kube/test_models_match_crd.py`` compares them property by property in both
+and ``tests/kube/test_kube_models.py`` compares them property by property in both
 directions. Rules the CRD states in CEL about a single object (a resolution's result, the lease
 renewal window) are repeated here as validators; rules about a change from the old object
 (immutability, append-only lists) only the API server can check.

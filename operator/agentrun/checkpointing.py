@@ -1,0 +1,184 @@
+"""The write side: when to checkpoint, and how a frontier becomes the bytes a store keeps.
+
+``Checkpointer.write`` masks secrets, then sizes the exact bytes the store will write, then
+refuses (never truncates) a payload over ``max_bytes``: a resume from a truncated frontier would
+continue a conversation that never happened, and nothing downstream could see the hole.
+
+A checkpoint that cannot be written — over the cap, or a store that is unreachable — never fails
+the live run. Losing the ability to resume is worth knowing about (``last_error``), not worth
+killing a run that is otherwise fine. The one exception is ``StaleFenceError``: it does not say
+the checkpoint failed, it says the run now belongs to another worker, and this one must stop.
+
+With a ``HistoryStore`` the transcript goes out of line: each write appends only the messages
+added since the previous write of that run, and the frontier carries the chain's head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from pydantic import Field
+
+from agentrun._base import FrozenModel
+from agentrun.errors import CheckpointTooLargeError, HistoryUnavailableError, StaleFenceError
+from agentrun.frontier import Boundary, Checkpoint, decode, encode
+from agentrun.history import HistoryStore, append_transcript, load_transcript
+from agentrun.messages import Message
+from agentrun.redaction import Redactor
+
+DEFAULT_MAX_BYTES = 1 << 20
+
+
+class CheckpointStore(Protocol):
+    """One frontier per run; last write wins within a fence; a lower fence is refused."""
+
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None: ...
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None: ...
+
+    async def forget(self, tenant: str, run_id: str) -> None: ...
+
+
+class CheckpointPolicy(FrozenModel):
+    """Where to checkpoint and how large a frontier may be.
+
+    Fewer boundaries cost less and repeat more work on resume; the default writes at all three.
+    """
+
+    boundaries: frozenset[Boundary] = frozenset(Boundary)
+    max_bytes: int = Field(default=DEFAULT_MAX_BYTES, gt=0)
+
+
+@dataclass(frozen=True)
+class WriteReceipt:
+    boundary: Boundary
+    iteration: int
+    size: int
+    written_at: datetime
+
+
+@dataclass(frozen=True)
+class _Chain:
+    head: str
+    length: int
+
+
+class Checkpointer:
+    def __init__(
+        self,
+        store: CheckpointStore,
+        policy: CheckpointPolicy | None = None,
+        *,
+        extra_patterns: Iterable[str] = (),
+        redact: bool = True,
+        history: HistoryStore | None = None,
+    ) -> None:
+        self.store = store
+        self.policy = policy or CheckpointPolicy()
+        self.history = history
+        self.redactor: Redactor | None = Redactor.build(extra_patterns) if redact else None
+        self.last_error: Exception | None = None
+        self.last_write: WriteReceipt | None = None
+        self._chains: dict[tuple[str, str], _Chain] = {}
+
+    def writes_at(self, boundary: Boundary) -> bool:
+        return boundary in self.policy.boundaries
+
+    async def write(self, checkpoint: Checkpoint) -> WriteReceipt | None:
+        """Persist ``checkpoint`` if the policy writes at its boundary.
+
+        Returns the receipt, or None when skipped or refused (then ``last_error`` says why; a
+        skipped boundary leaves an earlier error in place). Raises only ``StaleFenceError``.
+        """
+        if not self.writes_at(checkpoint.boundary):
+            return None
+        try:
+            payload = encode(await self._persistable(checkpoint))
+            if len(payload) > self.policy.max_bytes:
+                raise CheckpointTooLargeError(checkpoint.run_id, len(payload),
+                                              self.policy.max_bytes)
+            await self.store.put(checkpoint.tenant, checkpoint.run_id, payload,
+                                 fence=checkpoint.fence)
+        except StaleFenceError:
+            raise
+        except Exception as error:  # noqa: BLE001 - by contract a checkpoint never fails the run
+            self.last_error = error
+            return None
+        self.last_error = None
+        self.last_write = WriteReceipt(checkpoint.boundary, checkpoint.iteration, len(payload),
+                                       datetime.now(UTC))
+        return self.last_write
+
+    async def _persistable(self, checkpoint: Checkpoint) -> Checkpoint:
+        update: dict[str, object] = {"written_at": datetime.now(UTC)}
+        if self.redactor is not None:
+            masked = tuple(
+                pending.model_copy(update={"call": call, "arguments_masked": True})
+                if (call := self.redactor.mask_call(pending.call)) != pending.call
+                else pending
+                for pending in checkpoint.pending
+            )
+            update["pending"] = masked
+            metadata = self.redactor.mask_json(dict(checkpoint.metadata))
+            update["metadata"] = metadata
+        if self.history is not None and checkpoint.history_handle is None:
+            update.update(await self._append_history(checkpoint))
+        elif self.redactor is not None:
+            update["messages"] = self.redactor.mask_messages(checkpoint.messages)
+        return checkpoint.model_copy(update=update)
+
+    async def _append_history(self, checkpoint: Checkpoint) -> dict[str, object]:
+        assert self.history is not None
+        run = (checkpoint.tenant, checkpoint.run_id)
+        chain = self._chains.get(run)
+        if chain is not None and chain.length > len(checkpoint.messages):
+            chain = None
+        start = 0 if chain is None else chain.length
+        fresh: tuple[Message, ...] = checkpoint.messages[start:]
+        if self.redactor is not None:
+            fresh = self.redactor.mask_messages(fresh)
+        head = chain.head if chain is not None else None
+        if fresh or head is None:
+            head = await append_transcript(self.history, checkpoint.tenant, checkpoint.run_id,
+                                           previous=head, messages=fresh, fence=checkpoint.fence)
+        self._chains[run] = _Chain(head, len(checkpoint.messages))
+        return {"messages": (), "history_handle": head,
+                "history_length": len(checkpoint.messages)}
+
+    async def latest(self, tenant: str, run_id: str) -> Checkpoint | None:
+        """The run's frontier, read (format first) but with the transcript still a handle."""
+        payload = await self.store.latest(tenant, run_id)
+        return None if payload is None else decode(payload, run_id=run_id)
+
+    async def transcript(
+        self, checkpoint: Checkpoint, history: HistoryStore | None = None
+    ) -> tuple[Message, ...]:
+        """The checkpoint's whole conversation, resolving an out-of-line handle.
+
+        Also remembers the chain, so the next write of this run appends after it.
+        """
+        if checkpoint.history_handle is None:
+            return checkpoint.messages
+        history = history or self.history
+        if history is None:
+            raise HistoryUnavailableError(checkpoint.run_id, checkpoint.history_handle,
+                                          "no history store is configured on this worker")
+        messages = await load_transcript(history, checkpoint.tenant, checkpoint.run_id,
+                                         checkpoint.history_handle)
+        if len(messages) != checkpoint.history_length:
+            raise HistoryUnavailableError(
+                checkpoint.run_id, checkpoint.history_handle,
+                f"it holds {len(messages)} messages, the checkpoint expects "
+                f"{checkpoint.history_length}")
+        self._chains[(checkpoint.tenant, checkpoint.run_id)] = _Chain(
+            checkpoint.history_handle, len(messages))
+        return messages
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        self._chains.pop((tenant, run_id), None)
+        await self.store.forget(tenant, run_id)
+        if self.history is not None:
+            await self.history.forget(tenant, run_id)

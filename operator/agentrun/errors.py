@@ -1,0 +1,193 @@
+"""Errors the kit raises, each saying what happened, to which run, and what a person can do.
+
+Every error carries ``retryable``: whether asking again, unchanged, can succeed. The distinction
+matters more here than in most libraries, because the cheap reflex of retrying is exactly what
+books a second seat. An undecidable tool call or a superseded fence is never retryable; a lease
+held by a live worker or an unreachable store is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class AgentRunError(Exception):
+    """Base of every error the kit raises on purpose."""
+
+    retryable: bool = False
+
+
+class ConfigurationError(AgentRunError):
+    """A value given to the kit cannot work; the message names the field and the fix."""
+
+
+class StoreUnavailableError(AgentRunError):
+    """A store could not be reached or answered with an error; the same call may succeed later."""
+
+    retryable = True
+
+    def __init__(self, store: str, operation: str, cause: BaseException) -> None:
+        self.store = store
+        self.operation = operation
+        super().__init__(
+            f"{store} could not {operation}: {cause.__class__.__name__}: {cause}. "
+            "The call changed nothing that the kit relies on; retry when the store is back."
+        )
+
+
+class CheckpointTooLargeError(AgentRunError):
+    """A checkpoint payload is over the cap; it is refused, never truncated."""
+
+    def __init__(self, run_id: str, size: int, limit: int) -> None:
+        self.run_id = run_id
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"checkpoint for run {run_id!r} is {size} bytes, over the {limit}-byte cap; it was "
+            "not written. Raise max_bytes or store the transcript out of line "
+            "(a HistoryStore) so the frontier stays small. The run itself goes on."
+        )
+
+
+class CheckpointFormatError(AgentRunError):
+    """A checkpoint was written in a format this kit cannot read; it is left untouched."""
+
+    def __init__(self, run_id: str | None, found: object, supported: int) -> None:
+        self.run_id = run_id
+        self.found = found
+        self.supported = supported
+        who = f"run {run_id!r}" if run_id else "a run"
+        super().__init__(
+            f"checkpoint of {who} has format {found!r}; this kit reads format {supported} and "
+            "older. It was left as it is: resume it with a worker running a kit that knows "
+            "that format."
+        )
+
+
+class IndeterminateToolCallError(AgentRunError):
+    """Some outstanding tool calls may or may not have happened; the kit refuses to guess."""
+
+    def __init__(self, run_id: str, calls: Sequence[tuple[str, str]]) -> None:
+        self.run_id = run_id
+        self.calls = tuple(calls)
+        named = ", ".join(f"{name} (call {call_id})" for call_id, name in self.calls)
+        super().__init__(
+            f"run {run_id!r} cannot be carried on: nobody can say whether {named} happened. "
+            "Check the tool's own status (or ask a person), then record the answer with "
+            "`agentrun resolve` (it ran, with this result / it did not run) and resume."
+        )
+
+
+class ResumeConflictError(AgentRunError):
+    """Another worker already claimed the resumption of this run."""
+
+    retryable = True
+
+    def __init__(self, run_id: str, tenant: str, holder: str) -> None:
+        self.run_id = run_id
+        self.tenant = tenant
+        self.holder = holder
+        super().__init__(
+            f"run {run_id!r} of tenant {tenant!r} is already being resumed by {holder!r}; "
+            "a second resume would be a second run. Wait for it, or for its claim to expire."
+        )
+
+
+class RunLeaseError(AgentRunError):
+    """The run's lease is held by a live worker (or was lost); try again once it lapses."""
+
+    retryable = True
+
+    def __init__(
+        self,
+        run_id: str,
+        tenant: str,
+        *,
+        requested_by: str,
+        holder: str | None,
+        fence: int,
+        detail: str = "",
+    ) -> None:
+        self.run_id = run_id
+        self.tenant = tenant
+        self.requested_by = requested_by
+        self.holder = holder
+        self.fence = fence
+        reason = detail or f"it is held by {holder!r} with fence {fence}"
+        super().__init__(
+            f"{requested_by!r} cannot hold the lease on run {run_id!r} of tenant {tenant!r}: "
+            f"{reason}. Another worker owns the run; it will be free once that lease lapses "
+            "or is released."
+        )
+
+
+class StaleFenceError(AgentRunError):
+    """A write was made under a fence that a newer lease holder has superseded.
+
+    Not retryable for that writer: its tenure is over, and the run belongs to whoever holds the
+    higher fence.
+    """
+
+    def __init__(self, run_id: str, tenant: str, fence: int, current: int, what: str) -> None:
+        self.run_id = run_id
+        self.tenant = tenant
+        self.fence = fence
+        self.current = current
+        super().__init__(
+            f"{what} for run {run_id!r} of tenant {tenant!r} was refused: it was made under "
+            f"fence {fence}, and fence {current} has since been issued. This worker was "
+            "superseded; it must stop working on the run."
+        )
+
+
+class HistoryUnavailableError(AgentRunError):
+    """The transcript a checkpoint points at no longer resolves (evicted, or corrupted)."""
+
+    def __init__(self, run_id: str, handle: str, why: str) -> None:
+        self.run_id = run_id
+        self.handle = handle
+        super().__init__(
+            f"the transcript of run {run_id!r} (handle {handle}) cannot be read: {why}. "
+            "The run stops rather than continue a conversation with a hole in it; restore the "
+            "history store or start the run again."
+        )
+
+
+class RevisionMismatchError(AgentRunError):
+    """The agent definition changed since the checkpoint pinned its revision."""
+
+    def __init__(self, run_id: str, pinned: str, offered: str) -> None:
+        self.run_id = run_id
+        self.pinned = pinned
+        self.offered = offered
+        super().__init__(
+            f"run {run_id!r} was checkpointed under agent revision {pinned}, but this worker "
+            f"has revision {offered}. Resuming into a changed agent would be a different run; "
+            "deploy the pinned revision to finish it, or start a new run."
+        )
+
+
+class BudgetExceededError(AgentRunError):
+    """A charge would take the run past its budget; nothing was charged."""
+
+    def __init__(self, run_id: str, spent: int, charge: int, budget: int) -> None:
+        self.run_id = run_id
+        self.spent = spent
+        self.charge = charge
+        self.budget = budget
+        super().__init__(
+            f"run {run_id!r} has spent {spent} of its {budget} micros; a charge of {charge} "
+            "would go over. Raise the run's budget to let it carry on."
+        )
+
+
+class NothingCheckpointedError(AgentRunError):
+    """There is no checkpoint under this run id for this tenant."""
+
+    def __init__(self, run_id: str, tenant: str) -> None:
+        self.run_id = run_id
+        self.tenant = tenant
+        super().__init__(
+            f"nothing is checkpointed for run {run_id!r} of tenant {tenant!r}. Check the run id "
+            "and tenant, and that this worker uses the store the run was written to."
+        )

@@ -1,0 +1,125 @@
+"""The frontier: what a run has settled at one of three unambiguous boundaries.
+
+A checkpoint is only ever taken where the state is not moving (``Boundary``): after the model
+answered and before anything it asked for ran; after every result of the turn came back; before
+the run waits on a person. Anywhere else the frontier describes a state the run was never in.
+
+``decode`` reads the format version before it validates anything else, so a payload written by
+a newer kit is refused with ``CheckpointFormatError`` even when it carries fields this version
+has never heard of, and the payload is left where it is for a newer worker.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from pydantic import Field, JsonValue, ValidationError, model_validator
+
+from agentrun._base import FrozenModel
+from agentrun.errors import CheckpointFormatError
+from agentrun.messages import Message, ToolCall, Usage
+
+CHECKPOINT_FORMAT = 1
+"""The payload version this kit writes, and the newest it reads."""
+
+
+class Boundary(StrEnum):
+    AFTER_MODEL_CALL = "after_model_call"
+    AFTER_TOOL_RESULT = "after_tool_result"
+    BEFORE_APPROVAL = "before_approval"
+
+
+class PendingCall(FrozenModel):
+    """A call the model asked for whose result is not yet in the conversation.
+
+    ``idempotency_key`` is None for a tool that declares no key arguments; such a call is
+    tracked by a per-call dispatch marker instead, and a marker left in flight is indeterminate.
+    ``arguments_masked`` says redaction changed the arguments as persisted: the call can then
+    never be dispatched from this frontier (see ``resume``).
+    """
+
+    call: ToolCall
+    idempotency_key: str | None = None
+    safe_to_repeat: bool = False
+    requires_approval: bool = False
+    arguments_masked: bool = False
+
+
+class PendingApproval(FrozenModel):
+    request_id: str = Field(min_length=1)
+    call_id: str = Field(min_length=1)
+    tool: str = Field(min_length=1)
+
+
+class Checkpoint(FrozenModel):
+    format_version: int = CHECKPOINT_FORMAT
+    run_id: str = Field(min_length=1)
+    tenant: str = Field(min_length=1)
+    agent_name: str = Field(min_length=1)
+    agent_revision: str = Field(min_length=1)
+    boundary: Boundary
+    fence: int = Field(default=0, ge=0)
+    messages: tuple[Message, ...] = ()
+    history_handle: str | None = None
+    history_length: int = Field(default=0, ge=0)
+    pending: tuple[PendingCall, ...] = ()
+    usage: Usage = Usage()
+    cost_micros: int = Field(default=0, ge=0)
+    iteration: int = Field(default=0, ge=0)
+    approval: PendingApproval | None = None
+    grant: str | None = None
+    scopes: tuple[str, ...] = ()
+    user: str | None = None
+    written_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_transcript(self) -> Checkpoint:
+        if self.history_handle is not None and self.messages:
+            raise ValueError(
+                "a checkpoint carries its transcript either inline (messages) or out of line "
+                "(history_handle), not both"
+            )
+        if self.boundary is Boundary.BEFORE_APPROVAL and self.approval is None:
+            raise ValueError("a before_approval checkpoint must name the approval it waits on")
+        return self
+
+
+def encode(checkpoint: Checkpoint) -> bytes:
+    """The exact bytes a store writes for this checkpoint."""
+    return checkpoint.model_dump_json().encode()
+
+
+def decode(payload: bytes | str, *, run_id: str | None = None) -> Checkpoint:
+    """Read a stored payload, refusing a newer or unreadable format before anything else."""
+    try:
+        raw = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CheckpointFormatError(run_id, f"unparseable ({exc})", CHECKPOINT_FORMAT) from exc
+    version = raw.get("format_version") if isinstance(raw, dict) else None
+    if type(version) is not int or not 1 <= version <= CHECKPOINT_FORMAT:
+        raise CheckpointFormatError(run_id, version, CHECKPOINT_FORMAT)
+    try:
+        return Checkpoint.model_validate(raw)
+    except ValidationError as exc:
+        raise CheckpointFormatError(run_id, f"invalid ({exc.error_count()} errors: {exc})",
+                                    CHECKPOINT_FORMAT) from exc
+
+
+def describe(checkpoint: Checkpoint) -> str:
+    """The three lines an on-call engineer reads first; ``inspect`` and ``run --resume`` share it."""
+    waiting = (
+        f"waiting on approval {checkpoint.approval.request_id}"
+        if checkpoint.approval is not None
+        else "waiting on nothing"
+    )
+    return "\n".join(
+        (
+            f"run {checkpoint.run_id}  tenant {checkpoint.tenant}  agent {checkpoint.agent_name}",
+            f"iteration {checkpoint.iteration}  {checkpoint.usage.input_tokens} in, "
+            f"{checkpoint.usage.output_tokens} out  {checkpoint.cost_micros} micros",
+            waiting,
+        )
+    )

@@ -1,0 +1,134 @@
+"""Recording a tool call's intent before it runs and its outcome after, so a resume can decide.
+
+The frontier written before a dispatch cannot know what happened after it. What can is a record
+written *before* the tool is handed the call: a claim on the call's idempotency key, held in
+flight by one holder under one fence, and settled with the outcome once the tool answers. A
+resume reads these records for every outstanding call (``resume.plan_resume``).
+
+Keys are digests of the tool name and its declared key arguments in a canonical form, so two
+calls that mean the same thing get the same key and no key ever contains argument text (the
+arguments may hold a customer's details; the key travels in headers and logs). A call whose tool
+declares no key arguments is tracked by a per-call *dispatch marker* instead: it protects the
+run from repeating the call, but cannot deduplicate with a remote service.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import unicodedata
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from enum import StrEnum
+from typing import Protocol
+
+from pydantic import Field, JsonValue
+
+from agentrun._base import FrozenModel
+from agentrun.errors import ConfigurationError
+
+KEY_PREFIX = "idem:v1:"
+MARKER_PREFIX = "mark:v1:"
+
+
+class ClaimState(StrEnum):
+    IN_FLIGHT = "in_flight"
+    COMPLETED = "completed"
+
+
+class IdempotencyRecord(FrozenModel):
+    """What the store holds under one key of one run.
+
+    ``remaining`` is the claim's time left on the store's clock, when the record has a TTL.
+    """
+
+    key: str
+    state: ClaimState
+    holder: str
+    fence: int = Field(ge=0)
+    outcome: str | None = None
+    remaining: float | None = None
+
+
+class Claim(FrozenModel):
+    """The answer to ``begin``: whether this caller won the key, and the record as it stands."""
+
+    won: bool
+    record: IdempotencyRecord
+
+
+class IdempotencyStore(Protocol):
+    """Claims and outcomes per (tenant, run, key). Every write is fenced per run."""
+
+    async def begin(
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        *,
+        holder: str,
+        fence: int,
+        ttl: float | None = None,
+    ) -> Claim:
+        """Claim ``key`` in flight unless a live record holds it; never overwrite one."""
+
+    async def record(
+        self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
+    ) -> None:
+        """Settle this holder's claim with ``outcome``."""
+
+    async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
+        """Drop this holder's in-flight claim (the call was never handed to its tool)."""
+
+    async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
+        """The live record under ``key``, or None (an expired claim reads as None)."""
+
+    async def settle(
+        self, tenant: str, run_id: str, key: str, outcome: str | None, *, by: str
+    ) -> None:
+        """A person's answer for an undecidable call: it ran with ``outcome``, or (None) it
+        did not run. Not fenced: a person outranks every worker."""
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        """Drop every record of the run."""
+
+
+def _canonical(value: JsonValue, path: str) -> JsonValue:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigurationError(f"idempotency key argument {path} is {value}; use a finite number")
+        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+        normal = number.normalize()
+        return {"$n": format(normal, "f") if normal == normal.to_integral() else str(normal)}
+    if isinstance(value, list):
+        return [_canonical(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    if isinstance(value, dict):
+        return {
+            unicodedata.normalize("NFC", key): _canonical(item, f"{path}.{key}")
+            for key, item in value.items()
+        }
+    raise ConfigurationError(f"idempotency key argument {path} is not JSON: {type(value).__name__}")
+
+
+def derive_key(tool: str, arguments: Mapping[str, JsonValue], key_arguments: Sequence[str]) -> str:
+    """The idempotency key of a call to ``tool``, from the arguments its tool declares as key.
+
+    Order-insensitive, NFC-normalised, ``1.5 == 1.50`` and ``2 == 2.0`` but ``True != 1``; a
+    declared argument the call omits counts as null. The result is a digest, never argument text.
+    """
+    if not key_arguments:
+        raise ConfigurationError(f"tool {tool!r} declares no key arguments; use marker_key instead")
+    picked = {name: _canonical(arguments.get(name), name) for name in key_arguments}
+    body = json.dumps({"tool": tool, "args": picked}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
+    return KEY_PREFIX + hashlib.sha256(body.encode()).hexdigest()
+
+
+def marker_key(call_id: str) -> str:
+    """The dispatch marker of a call with no idempotency key."""
+    return MARKER_PREFIX + hashlib.sha256(call_id.encode()).hexdigest()

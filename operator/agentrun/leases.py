@@ -1,0 +1,185 @@
+"""One worker at a time: fenced run leases whose expiry the store's clock decides.
+
+Two workers resuming one run are two runs: one budget spent twice, every outstanding call
+dispatched twice. A ``RunLease`` makes one of them the holder. Three rules keep it safe under
+clock skew and pauses:
+
+* The store owns the clock. Expiry is decided by the store (Redis ``TIME``, PostgreSQL
+  ``clock_timestamp()``, SQLite ``julianday('now')``); a caller's idea of now is never used. A
+  lease reports ``remaining`` as measured by the store when it answered.
+* Every acquisition raises the fence, and fences never fall (release included). A superseded
+  holder is refused on the number, not on the time: every write made for a run carries the
+  writer's fence and the thing written to refuses a fence lower than the highest it has seen.
+* Renewal keeps the fence. ``Leaseholder`` renews inside ``LeasePolicy.renew_within`` and releases
+  on the way out, so a finished run hands its lease back instead of making the next worker wait
+  out the TTL. If it cannot renew before the lease would lapse, it says so (``lost``) and the run
+  stops dispatching tool calls on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import time
+from types import TracebackType
+from typing import Protocol
+
+from pydantic import Field, model_validator
+
+from agentrun._base import FrozenModel
+from agentrun.errors import AgentRunError, ConfigurationError, RunLeaseError
+
+logger = logging.getLogger(__name__)
+
+
+class RunLease(FrozenModel):
+    tenant: str
+    run_id: str
+    holder: str
+    fence: int = Field(ge=1)
+    remaining: float = Field(description="seconds left on the store's clock when it answered")
+
+    def superseded_by(self, other: RunLease) -> bool:
+        """True when ``other`` is a later tenure of the same run (a higher fence)."""
+        return (
+            other.tenant == self.tenant
+            and other.run_id == self.run_id
+            and other.fence > self.fence
+        )
+
+
+class LeasePolicy(FrozenModel):
+    ttl: float = Field(default=60.0, gt=0)
+    renew_within: float = Field(default=20.0, gt=0)
+
+    @model_validator(mode="after")
+    def _renew_before_expiry(self) -> LeasePolicy:
+        if self.renew_within >= self.ttl:
+            raise ValueError(
+                f"renew_within ({self.renew_within}s) must be shorter than ttl ({self.ttl}s), "
+                "or the lease lapses before it is renewed"
+            )
+        return self
+
+
+class LeaseStore(Protocol):
+    async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
+        """Take the lease with a fence higher than any before, unless another holder's is live
+        (``RunLeaseError`` naming it). The same holder may take its own live lease again."""
+
+    async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
+        """Extend a live lease, keeping its fence; ``RunLeaseError`` if it lapsed or was taken."""
+
+    async def release(self, lease: RunLease) -> None:
+        """Give the lease back if it is still this one; the fence stays where it is."""
+
+    async def held(self, tenant: str, run_id: str) -> RunLease | None:
+        """The live lease on the run, or None."""
+
+
+def default_holder() -> str:
+    """A holder identity unique to this process: never a shared default like "cli"."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class Leaseholder:
+    """Holds a lease for the length of a block: renews in the background, releases on exit.
+
+    ``lost`` is set the moment the lease is taken by another holder, or when it would lapse
+    before a renewal could land. Check it (``ensure_held``) before every side effect.
+    """
+
+    def __init__(self, store: LeaseStore, lease: RunLease, policy: LeasePolicy) -> None:
+        self._store = store
+        self._policy = policy
+        self.lease = lease
+        self.lost = asyncio.Event()
+        self.lost_reason = ""
+        self._deadline = time.monotonic() + min(lease.remaining, policy.ttl)
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def acquire(
+        cls, store: LeaseStore, tenant: str, run_id: str, holder: str, policy: LeasePolicy
+    ) -> Leaseholder:
+        return cls(store, await store.acquire(tenant, run_id, holder, ttl=policy.ttl), policy)
+
+    @property
+    def fence(self) -> int:
+        return self.lease.fence
+
+    def ensure_held(self) -> None:
+        """Raise if the lease is lost or would lapse before another renewal."""
+        if not self.lost.is_set() and time.monotonic() >= self._deadline:
+            self._lose("it would lapse before it could be renewed")
+        if self.lost.is_set():
+            raise RunLeaseError(
+                self.lease.run_id,
+                self.lease.tenant,
+                requested_by=self.lease.holder,
+                holder=None,
+                fence=self.lease.fence,
+                detail=f"the lease was lost: {self.lost_reason}",
+            )
+
+    async def __aenter__(self) -> Leaseholder:
+        self._task = asyncio.create_task(self._renew_forever(), name=f"renew {self.lease.run_id}")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if not self.lost.is_set():
+            try:
+                await self._store.release(self.lease)
+            except AgentRunError as error:
+                logger.warning("could not release lease on %s: %s", self.lease.run_id, error)
+
+    def _lose(self, reason: str) -> None:
+        if not self.lost.is_set():
+            self.lost_reason = reason
+            self.lost.set()
+            logger.warning(
+                "lease on run %s (fence %d) lost: %s", self.lease.run_id, self.lease.fence, reason
+            )
+
+    async def _renew_forever(self) -> None:
+        retry = min(1.0, self._policy.renew_within / 10)
+        while not self.lost.is_set():
+            renew_at = self._deadline - self._policy.renew_within
+            await asyncio.sleep(max(0.0, renew_at - time.monotonic()))
+            sent = time.monotonic()
+            if sent >= self._deadline:
+                self._lose("it lapsed before a renewal succeeded")
+                return
+            try:
+                lease = await self._store.renew(self.lease, ttl=self._policy.ttl)
+            except RunLeaseError as error:
+                self._lose(str(error))
+                return
+            except AgentRunError as error:
+                if not error.retryable:
+                    self._lose(str(error))
+                    return
+                logger.warning("renewing lease on %s failed, retrying: %s", self.lease.run_id,
+                               error)
+                await asyncio.sleep(min(retry, max(0.0, self._deadline - time.monotonic())))
+                continue
+            self.lease = lease
+            self._deadline = sent + min(lease.remaining, self._policy.ttl)
+
+
+def require_positive_ttl(ttl: float) -> None:
+    if not ttl > 0:
+        raise ConfigurationError(f"ttl must be a positive number of seconds, got {ttl!r}")

@@ -1,0 +1,35 @@
+"""What a run has spent, kept apart from the checkpoint because it must outlive it.
+
+Spend is a number that only goes up. The checkpoint carries usage and cost for reporting; the
+ledger is the authority on what a run may still spend. A second copy of that number in the
+frontier would be a second copy to disagree with, and the one restored from an older frontier
+would hand a resumed run budget it already spent.
+
+Each charge names itself (``charge_id``) so a charge retried after an unclear failure is counted
+once; a charge that would take the run past its budget is refused whole.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Ledger(Protocol):
+    async def charge(
+        self,
+        tenant: str,
+        run_id: str,
+        charge_id: str,
+        micros: int,
+        *,
+        budget: int | None,
+        fence: int,
+    ) -> int:
+        """Add ``micros`` once per ``charge_id`` and return the run's total; refuse
+        (``BudgetExceededError``) a charge that would exceed ``budget``."""
+
+    async def spent(self, tenant: str, run_id: str) -> int:
+        """The run's total so far, in micros."""
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        """Drop the run's charges."""

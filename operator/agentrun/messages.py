@@ -1,0 +1,69 @@
+"""The conversation a run carries: messages, their parts, the tool calls a model asks for.
+
+These are provider-neutral. A provider adapter maps them to its wire format; the frontier
+persists them as they are here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Base64Bytes, Field, JsonValue
+
+from agentrun._base import FrozenModel
+
+
+class TextPart(FrozenModel):
+    kind: Literal["text"] = "text"
+    text: str
+
+
+class BinaryPart(FrozenModel):
+    """Bytes a message carries (an image, a file). Never masked: see ``redaction``."""
+
+    kind: Literal["binary"] = "binary"
+    media_type: str
+    data: Base64Bytes
+
+
+Part = Annotated[TextPart | BinaryPart, Field(discriminator="kind")]
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolCall(FrozenModel):
+    """One call a model asked for. ``id`` is unique within the run."""
+
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class Message(FrozenModel):
+    role: Role
+    parts: tuple[Part, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @classmethod
+    def of(cls, role: Role, text: str) -> Message:
+        return cls(role=role, parts=(TextPart(text=text),))
+
+    @classmethod
+    def tool_result(cls, call_id: str, text: str) -> Message:
+        return cls(role="tool", parts=(TextPart(text=text),), tool_call_id=call_id)
+
+
+class Usage(FrozenModel):
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )

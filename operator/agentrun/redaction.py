@@ -1,0 +1,122 @@
+"""Masking secrets out of everything a frontier persists, before anything is sized or stored.
+
+A run's conversation is the likeliest place in the kit for an API key a user pasted or a bearer
+token a tool was handed, and a checkpoint is durable. The ``Checkpointer`` masks before it sizes,
+so the redaction happens once and every store inherits it, including one a consumer writes.
+
+What is masked: the text of every message, every string nested anywhere in tool-call arguments
+(in the conversation and in the pending calls), and every string in the checkpoint's metadata.
+What is not: identities the kit keys on (run id, tenant, agent, call ids), and binary parts —
+masking bytes produces a payload that is neither the original nor honestly empty.
+
+Each pattern has one group, ``secret``, which is what gets replaced; the text around it (``Bearer ``,
+``password=``, the scheme of a URL) survives, so the masked transcript still reads sensibly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pydantic import JsonValue
+
+from agentrun.errors import ConfigurationError
+from agentrun.messages import Message, TextPart, ToolCall
+
+MASK = "[REDACTED]"
+
+BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("pem-private-key",
+     r"(?P<secret>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----)"),
+    ("openai-or-anthropic", r"\b(?P<secret>sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{20,}[A-Za-z0-9_-]*)"),
+    ("google-api-key", r"\b(?P<secret>AIza[0-9A-Za-z_-]{35})"),
+    ("google-oauth", r"\b(?P<secret>ya29\.[0-9A-Za-z_-]{20,})"),
+    ("stripe", r"\b(?P<secret>(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,})"),
+    ("stripe-webhook", r"\b(?P<secret>whsec_[0-9A-Za-z]{20,})"),
+    ("github", r"\b(?P<secret>(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}))"),
+    ("gitlab", r"\b(?P<secret>gl(?:pat|dt|rt|ptt|cbt)-[A-Za-z0-9_-]{20,})"),
+    ("slack-token", r"\b(?P<secret>xox[abposr]-[A-Za-z0-9-]{10,})"),
+    ("slack-webhook", r"hooks\.slack\.com/services/(?P<secret>[A-Za-z0-9/]{20,})"),
+    ("aws-access-key", r"\b(?P<secret>(?:AKIA|ASIA|ABIA|ACCA|AROA|AIDA)[A-Z0-9]{16})\b"),
+    ("huggingface", r"\b(?P<secret>hf_[A-Za-z0-9]{30,})"),
+    ("npm", r"\b(?P<secret>npm_[A-Za-z0-9]{36})"),
+    ("pypi", r"\b(?P<secret>pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{40,})"),
+    ("sendgrid", r"\b(?P<secret>SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,})"),
+    ("digitalocean", r"\b(?P<secret>do[por]_v1_[a-f0-9]{64})"),
+    ("shopify", r"\b(?P<secret>shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32})"),
+    ("twilio", r"\b(?P<secret>SK[0-9a-f]{32})\b"),
+    ("jwt", r"\b(?P<secret>eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,})"),
+    ("bearer", r"\b[Bb]earer\s+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)"),
+    ("basic", r"\bBasic\s+(?P<secret>(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{12,}={0,2})"),
+    ("url-credentials", r"[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[^/\s:@]+:[^/\s@]+)@"),
+    ("assignment",
+     r"(?i)\b(?:password|passwd|pwd|passphrase|secret|client[_-]?secret|api[_-]?key|apikey"
+     r"|access[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|refresh[_-]?token"
+     r"|private[_-]?key|x-api-key)\b[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;&}]{3,})"),
+)
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Masks every match of its patterns; ``Redactor.build`` adds ``extra_patterns``."""
+
+    patterns: tuple[re.Pattern[str], ...]
+
+    @classmethod
+    def build(cls, extra_patterns: Iterable[str] = ()) -> Redactor:
+        compiled = [re.compile(source) for _, source in BUILTIN_PATTERNS]
+        for index, source in enumerate(extra_patterns):
+            try:
+                compiled.append(re.compile(source))
+            except re.error as exc:
+                raise ConfigurationError(
+                    f"extra_patterns[{index}] {source!r} is not a regular expression ({exc}); "
+                    "fix or remove it"
+                ) from exc
+        return cls(tuple(compiled))
+
+    def mask(self, text: str) -> str:
+        for pattern in self.patterns:
+            if pattern.search(text) is not None:
+                text = pattern.sub(self._replace, text)
+        return text
+
+    @staticmethod
+    def _replace(match: re.Match[str]) -> str:
+        if "secret" not in match.re.groupindex:
+            return MASK
+        start, end = match.span("secret")
+        whole_start, whole_end = match.span()
+        return match.string[whole_start:start] + MASK + match.string[end:whole_end]
+
+    def mask_json(self, value: JsonValue) -> JsonValue:
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, dict):
+            return {key: self.mask_json(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.mask_json(item) for item in value]
+        return value
+
+    def mask_call(self, call: ToolCall) -> ToolCall:
+        arguments = self.mask_json(dict(call.arguments))
+        if arguments == call.arguments:
+            return call
+        assert isinstance(arguments, dict)
+        return call.model_copy(update={"arguments": arguments})
+
+    def mask_message(self, message: Message) -> Message:
+        parts = tuple(
+            part.model_copy(update={"text": self.mask(part.text)})
+            if isinstance(part, TextPart)
+            else part
+            for part in message.parts
+        )
+        calls = tuple(self.mask_call(call) for call in message.tool_calls)
+        if parts == message.parts and calls == message.tool_calls:
+            return message
+        return message.model_copy(update={"parts": parts, "tool_calls": calls})
+
+    def mask_messages(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        return tuple(self.mask_message(message) for message in messages)

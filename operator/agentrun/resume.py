@@ -1,0 +1,209 @@
+"""Deciding, for every call outstanding at the frontier, whether it already happened.
+
+``plan_resume`` asks the idempotency store about each pending call and returns a ``ResumePlan``.
+It decides; it does not act, and it leaves no claim behind.
+
+================  ================================  =====================================
+disposition       what the record said              what the resume does
+================  ================================  =====================================
+completed         an outcome under the call's key   replays the outcome; the tool is not called
+never_ran         nothing holds the key             dispatches the call for the first time
+indeterminate     in flight, from a tenure now gone nothing: ``refuse_if_undecidable`` raises
+================  ================================  =====================================
+
+A call whose tool is safe to repeat (read-only or idempotent) is dispatched again whatever the
+record says. A call that never ran but whose arguments were changed by redaction is *withheld*:
+dispatching it with ``[REDACTED]`` where a card number was would be a call nobody asked for, so
+the resume answers the model that the call was not made and why, and the model decides again.
+
+``Resumer`` puts a lease in front of all this: it takes the run's lease before it reads the
+frontier, so the worker that loses never sees the run, and it releases the lease on every path
+where it does not hand it to its caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from agentrun._base import FrozenModel
+from agentrun.checkpointing import Checkpointer
+from agentrun.errors import (
+    IndeterminateToolCallError,
+    NothingCheckpointedError,
+    ResumeConflictError,
+)
+from agentrun.frontier import Checkpoint, PendingCall
+from agentrun.history import HistoryStore
+from agentrun.idempotency import Claim, ClaimState, IdempotencyStore, marker_key
+from agentrun.leases import LeasePolicy, LeaseStore, RunLease
+from agentrun.messages import Message
+
+RESUME_CLAIM_KEY = "resume:v1"
+RESUME_CLAIM_TTL = 300.0
+
+
+class ToolDisposition(StrEnum):
+    COMPLETED = "completed"
+    NEVER_RAN = "never_ran"
+    INDETERMINATE = "indeterminate"
+
+
+class CallDecision(FrozenModel):
+    pending: PendingCall
+    disposition: ToolDisposition
+    outcome: str | None = None
+    withheld: bool = False
+    reason: str
+
+
+class ResumePlan(FrozenModel):
+    run_id: str
+    tenant: str
+    decisions: tuple[CallDecision, ...] = ()
+
+    def _with(self, disposition: ToolDisposition) -> tuple[CallDecision, ...]:
+        return tuple(d for d in self.decisions if d.disposition is disposition)
+
+    @property
+    def completed(self) -> tuple[CallDecision, ...]:
+        """Calls whose recorded outcome is replayed; each decision carries the outcome."""
+        return self._with(ToolDisposition.COMPLETED)
+
+    @property
+    def to_dispatch(self) -> tuple[PendingCall, ...]:
+        return tuple(d.pending for d in self._with(ToolDisposition.NEVER_RAN) if not d.withheld)
+
+    @property
+    def withheld(self) -> tuple[PendingCall, ...]:
+        return tuple(d.pending for d in self._with(ToolDisposition.NEVER_RAN) if d.withheld)
+
+    @property
+    def indeterminate(self) -> tuple[PendingCall, ...]:
+        return tuple(d.pending for d in self._with(ToolDisposition.INDETERMINATE))
+
+    @property
+    def safe(self) -> bool:
+        return not self.indeterminate
+
+
+def tracking_key(pending: PendingCall) -> str:
+    """The key a call's intent and outcome are recorded under."""
+    return pending.idempotency_key or marker_key(pending.call.id)
+
+
+async def _decide(pending: PendingCall, tenant: str, run_id: str,
+                  idempotency: IdempotencyStore) -> CallDecision:
+    if pending.safe_to_repeat:
+        return CallDecision(pending=pending, disposition=ToolDisposition.NEVER_RAN,
+                            reason="its tool is safe to repeat; it is dispatched again")
+    record = await idempotency.read(tenant, run_id, tracking_key(pending))
+    if record is None:
+        if pending.arguments_masked:
+            return CallDecision(
+                pending=pending, disposition=ToolDisposition.NEVER_RAN, withheld=True,
+                reason="it never ran, and its arguments were masked in the checkpoint: the "
+                       "model is told it was not made instead of it being dispatched masked")
+        return CallDecision(pending=pending, disposition=ToolDisposition.NEVER_RAN,
+                            reason="no record holds its key: it was never dispatched")
+    if record.state is ClaimState.COMPLETED:
+        return CallDecision(pending=pending, disposition=ToolDisposition.COMPLETED,
+                            outcome=record.outcome,
+                            reason=f"an outcome was recorded by {record.holder}")
+    kind = "its idempotency key" if pending.idempotency_key else "its dispatch marker (no key)"
+    return CallDecision(
+        pending=pending, disposition=ToolDisposition.INDETERMINATE,
+        reason=f"{kind} is held in flight by {record.holder} (fence {record.fence}), which is "
+               "gone: the call may or may not have happened")
+
+
+async def plan_resume(checkpoint: Checkpoint, idempotency: IdempotencyStore) -> ResumePlan:
+    """Decide every pending call of ``checkpoint``; read-only."""
+    decisions = [
+        await _decide(pending, checkpoint.tenant, checkpoint.run_id, idempotency)
+        for pending in checkpoint.pending
+    ]
+    return ResumePlan(run_id=checkpoint.run_id, tenant=checkpoint.tenant,
+                      decisions=tuple(decisions))
+
+
+def refuse_if_undecidable(plan: ResumePlan) -> None:
+    """Raise ``IndeterminateToolCallError`` naming every call nobody can decide."""
+    if not plan.safe:
+        raise IndeterminateToolCallError(
+            plan.run_id, [(p.call.id, p.call.name) for p in plan.indeterminate])
+
+
+async def claim_resume(
+    idempotency: IdempotencyStore,
+    tenant: str,
+    run_id: str,
+    *,
+    holder: str,
+    fence: int = 0,
+    ttl: float = RESUME_CLAIM_TTL,
+) -> Claim:
+    """An at-most-once claim on resuming the run, expiring after ``ttl`` (five minutes).
+
+    The claim goes through the same machinery as a tool call's; a second worker gets
+    ``ResumeConflictError`` until the first releases it or it expires.
+    """
+    claim = await idempotency.begin(tenant, run_id, RESUME_CLAIM_KEY, holder=holder,
+                                    fence=fence, ttl=ttl)
+    if not claim.won:
+        raise ResumeConflictError(run_id, tenant, claim.record.holder)
+    return claim
+
+
+async def release_resume(
+    idempotency: IdempotencyStore, tenant: str, run_id: str, claim: Claim
+) -> None:
+    await idempotency.abandon(tenant, run_id, RESUME_CLAIM_KEY, holder=claim.record.holder,
+                              fence=claim.record.fence)
+
+
+@dataclass(frozen=True)
+class CarriedRun:
+    """What ``Resumer.resume`` hands over: the frontier, its whole transcript, the decision,
+    and the lease the caller now holds (and must release, e.g. with a ``Leaseholder``)."""
+
+    checkpoint: Checkpoint
+    messages: tuple[Message, ...]
+    plan: ResumePlan
+    lease: RunLease
+
+
+class Resumer:
+    def __init__(
+        self,
+        *,
+        checkpoints: Checkpointer,
+        leases: LeaseStore,
+        idempotency: IdempotencyStore,
+        history: HistoryStore | None = None,
+        policy: LeasePolicy | None = None,
+    ) -> None:
+        self.checkpoints = checkpoints
+        self.leases = leases
+        self.idempotency = idempotency
+        self.history = history
+        self.policy = policy or LeasePolicy()
+
+    async def resume(self, run_id: str, *, tenant: str, worker: str) -> CarriedRun:
+        """Take the lease, then read and decide the frontier.
+
+        Raises ``RunLeaseError`` (another worker holds it; nothing was read),
+        ``NothingCheckpointedError``, ``CheckpointFormatError``, ``HistoryUnavailableError``;
+        on each of the last three the lease is released before the error leaves.
+        """
+        lease = await self.leases.acquire(tenant, run_id, worker, ttl=self.policy.ttl)
+        try:
+            checkpoint = await self.checkpoints.latest(tenant, run_id)
+            if checkpoint is None:
+                raise NothingCheckpointedError(run_id, tenant)
+            messages = await self.checkpoints.transcript(checkpoint, self.history)
+            plan = await plan_resume(checkpoint, self.idempotency)
+        except BaseException:
+            await self.leases.release(lease)
+            raise
+        return CarriedRun(checkpoint=checkpoint, messages=messages, plan=plan, lease=lease)

@@ -1,0 +1,253 @@
+"""In-process stores: the reference the conformance suites are first run against.
+
+Nothing here outlives the process, which is precisely what surviving a restart is not; these
+exist so the guarantees can be exercised without a database. They share one ``FenceBook`` when
+given one (``MemoryBackend`` does), so a lease acquisition raises the bar for every later write
+of the run at once, as the SQL and Redis stores do with their shared fence row or key.
+
+The clock is injectable (``clock``) and is the store's clock: leases and claims expire by it,
+never by the caller's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agentrun.errors import BudgetExceededError, RunLeaseError, StaleFenceError
+from agentrun.history import handle_for, verified
+from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord
+from agentrun.leases import RunLease, require_positive_ttl
+
+Run = tuple[str, str]
+Clock = Callable[[], float]
+
+
+class FenceBook:
+    """The highest fence seen per run; a write below it is refused."""
+
+    def __init__(self) -> None:
+        self._highest: dict[Run, int] = {}
+
+    def highest(self, run: Run) -> int:
+        return self._highest.get(run, 0)
+
+    def admit(self, run: Run, fence: int, what: str) -> None:
+        current = self.highest(run)
+        if fence < current:
+            raise StaleFenceError(run[1], run[0], fence, current, what)
+        self._highest[run] = fence
+
+
+class MemoryCheckpointStore:
+    def __init__(self, fences: FenceBook | None = None) -> None:
+        self._fences = fences or FenceBook()
+        self._payloads: dict[Run, bytes] = {}
+
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        self._fences.admit((tenant, run_id), fence, "checkpoint write")
+        self._payloads[(tenant, run_id)] = bytes(payload)
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None:
+        return self._payloads.get((tenant, run_id))
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        self._payloads.pop((tenant, run_id), None)
+
+
+@dataclass
+class _Lease:
+    holder: str
+    fence: int
+    expires: float
+
+
+class MemoryLeaseStore:
+    def __init__(self, fences: FenceBook | None = None, clock: Clock = time.monotonic) -> None:
+        self._fences = fences or FenceBook()
+        self._clock = clock
+        self._leases: dict[Run, _Lease] = {}
+        self._issued: dict[Run, int] = {}
+
+    def _live(self, run: Run) -> _Lease | None:
+        lease = self._leases.get(run)
+        return lease if lease is not None and lease.expires > self._clock() else None
+
+    def _view(self, run: Run, lease: _Lease) -> RunLease:
+        return RunLease(tenant=run[0], run_id=run[1], holder=lease.holder, fence=lease.fence,
+                        remaining=max(0.0, lease.expires - self._clock()))
+
+    async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
+        require_positive_ttl(ttl)
+        run = (tenant, run_id)
+        live = self._live(run)
+        if live is not None and live.holder != holder:
+            raise RunLeaseError(run_id, tenant, requested_by=holder, holder=live.holder,
+                                fence=live.fence)
+        fence = max(self._issued.get(run, 0), self._fences.highest(run)) + 1
+        self._issued[run] = fence
+        self._fences.admit(run, fence, "lease acquisition")
+        self._leases[run] = _Lease(holder, fence, self._clock() + ttl)
+        return self._view(run, self._leases[run])
+
+    async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
+        require_positive_ttl(ttl)
+        run = (lease.tenant, lease.run_id)
+        live = self._live(run)
+        if live is None or live.fence != lease.fence or live.holder != lease.holder:
+            raise RunLeaseError(
+                lease.run_id, lease.tenant, requested_by=lease.holder,
+                holder=live.holder if live else None, fence=live.fence if live else lease.fence,
+                detail="its lease lapsed" if live is None else
+                f"it was superseded by {live.holder!r} with fence {live.fence}")
+        live.expires = self._clock() + ttl
+        return self._view(run, live)
+
+    async def release(self, lease: RunLease) -> None:
+        run = (lease.tenant, lease.run_id)
+        current = self._leases.get(run)
+        if current is not None and current.fence == lease.fence and current.holder == lease.holder:
+            del self._leases[run]
+
+    async def held(self, tenant: str, run_id: str) -> RunLease | None:
+        live = self._live((tenant, run_id))
+        return None if live is None else self._view((tenant, run_id), live)
+
+
+@dataclass
+class _Record:
+    state: ClaimState
+    holder: str
+    fence: int
+    outcome: str | None = None
+    expires: float | None = None
+
+
+class MemoryIdempotencyStore:
+    def __init__(self, fences: FenceBook | None = None, clock: Clock = time.monotonic) -> None:
+        self._fences = fences or FenceBook()
+        self._clock = clock
+        self._records: dict[tuple[str, str, str], _Record] = {}
+
+    def _live(self, at: tuple[str, str, str]) -> _Record | None:
+        record = self._records.get(at)
+        if record is not None and record.expires is not None and record.expires <= self._clock():
+            del self._records[at]
+            return None
+        return record
+
+    def _view(self, key: str, record: _Record) -> IdempotencyRecord:
+        remaining = None if record.expires is None else max(0.0, record.expires - self._clock())
+        return IdempotencyRecord(key=key, state=record.state, holder=record.holder,
+                                 fence=record.fence, outcome=record.outcome, remaining=remaining)
+
+    async def begin(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int,
+                    ttl: float | None = None) -> Claim:
+        if ttl is not None:
+            require_positive_ttl(ttl)
+        self._fences.admit((tenant, run_id), fence, f"claim of {key}")
+        at = (tenant, run_id, key)
+        existing = self._live(at)
+        if existing is not None:
+            return Claim(won=False, record=self._view(key, existing))
+        record = _Record(ClaimState.IN_FLIGHT, holder, fence,
+                         expires=None if ttl is None else self._clock() + ttl)
+        self._records[at] = record
+        return Claim(won=True, record=self._view(key, record))
+
+    def _own(self, tenant: str, run_id: str, key: str, holder: str, fence: int,
+             what: str) -> _Record:
+        self._fences.admit((tenant, run_id), fence, what)
+        record = self._live((tenant, run_id, key))
+        if (record is None or record.state is not ClaimState.IN_FLIGHT
+                or record.holder != holder or record.fence != fence):
+            current = record.fence if record is not None else fence
+            raise StaleFenceError(run_id, tenant, fence, current,
+                                  f"{what} by {holder!r}, which does not hold the claim")
+        return record
+
+    async def record(self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str,
+                     fence: int) -> None:
+        record = self._own(tenant, run_id, key, holder, fence, f"outcome of {key}")
+        record.state, record.outcome, record.expires = ClaimState.COMPLETED, outcome, None
+
+    async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str,
+                      fence: int) -> None:
+        self._own(tenant, run_id, key, holder, fence, f"abandoning {key}")
+        del self._records[(tenant, run_id, key)]
+
+    async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
+        record = self._live((tenant, run_id, key))
+        return None if record is None else self._view(key, record)
+
+    async def settle(self, tenant: str, run_id: str, key: str, outcome: str | None, *,
+                     by: str) -> None:
+        at = (tenant, run_id, key)
+        if outcome is None:
+            self._records.pop(at, None)
+            return
+        previous = self._records.get(at)
+        fence = previous.fence if previous is not None else 0
+        self._records[at] = _Record(ClaimState.COMPLETED, by, fence, outcome)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        for at in [at for at in self._records if at[:2] == (tenant, run_id)]:
+            del self._records[at]
+
+
+class MemoryHistoryStore:
+    def __init__(self, fences: FenceBook | None = None) -> None:
+        self._fences = fences or FenceBook()
+        self._segments: dict[Run, dict[str, bytes]] = {}
+
+    async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
+        self._fences.admit((tenant, run_id), fence, "history write")
+        handle = handle_for(segment)
+        self._segments.setdefault((tenant, run_id), {})[handle] = bytes(segment)
+        return handle
+
+    async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
+        return verified(run_id, handle, self._segments.get((tenant, run_id), {}).get(handle))
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        self._segments.pop((tenant, run_id), None)
+
+
+class MemoryLedger:
+    def __init__(self, fences: FenceBook | None = None) -> None:
+        self._fences = fences or FenceBook()
+        self._charges: dict[Run, dict[str, int]] = {}
+
+    async def charge(self, tenant: str, run_id: str, charge_id: str, micros: int, *,
+                     budget: int | None, fence: int) -> int:
+        self._fences.admit((tenant, run_id), fence, "ledger charge")
+        charges = self._charges.setdefault((tenant, run_id), {})
+        spent = sum(charges.values())
+        if charge_id in charges:
+            return spent
+        if budget is not None and spent + micros > budget:
+            raise BudgetExceededError(run_id, spent, micros, budget)
+        charges[charge_id] = micros
+        return spent + micros
+
+    async def spent(self, tenant: str, run_id: str) -> int:
+        return sum(self._charges.get((tenant, run_id), {}).values())
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        self._charges.pop((tenant, run_id), None)
+
+
+@dataclass
+class MemoryBackend:
+    """Every memory store of one process, sharing one fence book and one clock."""
+
+    clock: Clock = time.monotonic
+    fences: FenceBook = field(default_factory=FenceBook)
+
+    def __post_init__(self) -> None:
+        self.checkpoints = MemoryCheckpointStore(self.fences)
+        self.leases = MemoryLeaseStore(self.fences, self.clock)
+        self.idempotency = MemoryIdempotencyStore(self.fences, self.clock)
+        self.history = MemoryHistoryStore(self.fences)
+        self.ledger = MemoryLedger(self.fences)

@@ -1,0 +1,28 @@
+"""Conformance suites a store author subclasses to prove a store keeps the kit's guarantees.
+
+Each suite is a pytest base class. A subclass (named ``Test...``) provides a ``store`` fixture
+yielding the store under test and, where its clock can be moved, overrides ``pass_time``; by
+default time passes for real, so the TTLs the suites use are short. Tests isolate themselves by
+tenant, so one database may serve the whole suite. The suites need pytest and pytest-asyncio.
+
+Checkpoint payloads in the suites are JSON documents (what ``frontier.encode`` produces) and are
+compared as JSON, so a store may keep them as ``jsonb``.
+"""
+
+from agentrun.testing.checkpoints import CheckpointStoreConformance
+from agentrun.testing.clock import ManualClock
+from agentrun.testing.history import HistoryStoreConformance
+from agentrun.testing.hostile import HOSTILE_IDS
+from agentrun.testing.idempotency import IdempotencyStoreConformance
+from agentrun.testing.leases import LeaseStoreConformance
+from agentrun.testing.ledger import LedgerConformance
+
+__all__ = [
+    "HOSTILE_IDS",
+    "CheckpointStoreConformance",
+    "HistoryStoreConformance",
+    "IdempotencyStoreConformance",
+    "LeaseStoreConformance",
+    "LedgerConformance",
+    "ManualClock",
+]

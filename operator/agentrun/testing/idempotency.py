@@ -1,0 +1,135 @@
+"""``IdempotencyStoreConformance``: one winner per key, outcomes that stick, claims only their
+holder may settle, fenced writes, claims that expire on the store's clock only when given a TTL."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentrun.errors import StaleFenceError
+from agentrun.idempotency import ClaimState, IdempotencyStore
+from agentrun.testing._base import ConformanceBase
+from agentrun.testing.hostile import HOSTILE_IDS
+
+
+class IdempotencyStoreConformance(ConformanceBase):
+    async def test_first_claim_wins_and_reads_in_flight(self, store: IdempotencyStore,
+                                                        tenant: str) -> None:
+        claim = await store.begin(tenant, "run", "k", holder="w1", fence=1)
+        assert claim.won
+        record = await store.read(tenant, "run", "k")
+        assert record is not None
+        assert (record.state, record.holder, record.fence) == (ClaimState.IN_FLIGHT, "w1", 1)
+        assert record.outcome is None
+
+    async def test_a_held_key_is_not_claimed_again(self, store: IdempotencyStore,
+                                                   tenant: str) -> None:
+        await store.begin(tenant, "run", "k", holder="w1", fence=1)
+        again = await store.begin(tenant, "run", "k", holder="w2", fence=1)
+        assert not again.won
+        assert (again.record.holder, again.record.state) == ("w1", ClaimState.IN_FLIGHT)
+
+    async def test_an_outcome_sticks(self, store: IdempotencyStore, tenant: str) -> None:
+        await store.begin(tenant, "run", "k", holder="w1", fence=1)
+        await store.record(tenant, "run", "k", '{"seat": "12A"}', holder="w1", fence=1)
+        record = await store.read(tenant, "run", "k")
+        assert record is not None
+        assert (record.state, record.outcome) == (ClaimState.COMPLETED, '{"seat": "12A"}')
+        again = await store.begin(tenant, "run", "k", holder="w2", fence=2)
+        assert not again.won
+        assert again.record.outcome == '{"seat": "12A"}'
+
+    async def test_abandon_frees_the_key(self, store: IdempotencyStore, tenant: str) -> None:
+        await store.begin(tenant, "run", "k", holder="w1", fence=1)
+        await store.abandon(tenant, "run", "k", holder="w1", fence=1)
+        assert await store.read(tenant, "run", "k") is None
+        assert (await store.begin(tenant, "run", "k", holder="w2", fence=1)).won
+
+    async def test_only_the_holder_settles_its_claim(self, store: IdempotencyStore,
+                                                     tenant: str) -> None:
+        await store.begin(tenant, "run", "k", holder="w1", fence=1)
+        with pytest.raises(StaleFenceError):
+            await store.record(tenant, "run", "k", "x", holder="w2", fence=1)
+        with pytest.raises(StaleFenceError):
+            await store.abandon(tenant, "run", "k", holder="w2", fence=1)
+        record = await store.read(tenant, "run", "k")
+        assert record is not None
+        assert (record.state, record.holder) == (ClaimState.IN_FLIGHT, "w1")
+
+    async def test_refuses_writes_under_a_lower_fence(self, store: IdempotencyStore,
+                                                      tenant: str) -> None:
+        await store.begin(tenant, "run", "old", holder="w1", fence=1)
+        await store.begin(tenant, "run", "new", holder="w2", fence=2)
+        with pytest.raises(StaleFenceError):
+            await store.begin(tenant, "run", "other", holder="w1", fence=1)
+        with pytest.raises(StaleFenceError):
+            await store.record(tenant, "run", "old", "late", holder="w1", fence=1)
+        assert await store.read(tenant, "run", "other") is None
+        record = await store.read(tenant, "run", "old")
+        assert record is not None
+        assert record.state is ClaimState.IN_FLIGHT
+
+    async def test_a_claim_with_a_ttl_expires_on_the_store_clock(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
+        claim = await store.begin(tenant, "run", "k", holder="w1", fence=1, ttl=self.ttl)
+        assert claim.record.remaining is not None
+        assert 0 < claim.record.remaining <= self.ttl
+        assert not (await store.begin(tenant, "run", "k", holder="w2", fence=1)).won
+        await self.pass_time(self.ttl * 1.5)
+        assert await store.read(tenant, "run", "k") is None
+        assert (await store.begin(tenant, "run", "k", holder="w2", fence=1)).won
+
+    async def test_a_claim_without_ttl_stays_in_flight(self, store: IdempotencyStore,
+                                                       tenant: str) -> None:
+        await store.begin(tenant, "run", "k", holder="w1", fence=1)
+        await self.pass_time(self.ttl * 1.5)
+        record = await store.read(tenant, "run", "k")
+        assert record is not None
+        assert record.state is ClaimState.IN_FLIGHT
+        assert record.remaining is None
+
+    async def test_a_person_settles_an_undecidable_call(self, store: IdempotencyStore,
+                                                        tenant: str) -> None:
+        await store.begin(tenant, "run", "ran", holder="w1", fence=1)
+        await store.begin(tenant, "run", "not", holder="w1", fence=1)
+        await store.settle(tenant, "run", "ran", "booked 12A", by="alice")
+        await store.settle(tenant, "run", "not", None, by="alice")
+        ran = await store.read(tenant, "run", "ran")
+        assert ran is not None
+        assert (ran.state, ran.outcome) == (ClaimState.COMPLETED, "booked 12A")
+        assert await store.read(tenant, "run", "not") is None
+
+    async def test_runs_and_tenants_are_isolated(self, store: IdempotencyStore, tenant: str,
+                                                 other_tenant: str) -> None:
+        await store.begin(tenant, "run", "k", holder="w1", fence=1)
+        assert (await store.begin(tenant, "other-run", "k", holder="w2", fence=1)).won
+        assert (await store.begin(other_tenant, "run", "k", holder="w3", fence=1)).won
+
+    async def test_hostile_ids_never_collide(self, store: IdempotencyStore, tenant: str) -> None:
+        for run_id in HOSTILE_IDS:
+            assert (await store.begin(tenant, run_id, run_id, holder=run_id, fence=1)).won
+        for run_id in HOSTILE_IDS:
+            record = await store.read(tenant, run_id, run_id)
+            assert record is not None, run_id
+            assert record.holder == run_id
+
+    async def test_forget_drops_every_record_of_the_run(self, store: IdempotencyStore,
+                                                        tenant: str) -> None:
+        await store.begin(tenant, "run", "a", holder="w1", fence=1)
+        await store.begin(tenant, "run", "b", holder="w1", fence=1)
+        await store.begin(tenant, "kept", "a", holder="w1", fence=1)
+        await store.forget(tenant, "run")
+        assert await store.read(tenant, "run", "a") is None
+        assert await store.read(tenant, "run", "b") is None
+        assert await store.read(tenant, "kept", "a") is not None
+
+    async def test_concurrent_claims_yield_one_winner(self, store: IdempotencyStore,
+                                                      tenant: str) -> None:
+        claims = await asyncio.gather(
+            *(store.begin(tenant, "run", "contended", holder=f"w{i}", fence=1) for i in range(20))
+        )
+        winners = [c for c in claims if c.won]
+        assert len(winners) == 1
+        assert all(c.record.holder == winners[0].record.holder for c in claims)
