@@ -32,12 +32,13 @@ def instructions() -> list[tuple[str, str]]:
 
 
 def stages() -> list[list[tuple[str, str]]]:
-    """The instructions of each stage, each list starting with its FROM."""
+    """The instructions of each stage, each list starting with its FROM (global ARGs left out)."""
     split: list[list[tuple[str, str]]] = []
     for keyword, args in instructions():
         if keyword == "FROM":
             split.append([])
-        split[-1].append((keyword, args))
+        if split:
+            split[-1].append((keyword, args))
     return split
 
 
