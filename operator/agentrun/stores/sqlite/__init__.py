@@ -1,0 +1,51 @@
+"""The embedded default: every store of a run in one SQLite file the kit owns.
+
+``open_backend("sqlite:///./.agentrun/state.db")`` creates the file's folder, opens the file in
+WAL mode, applies the schema if the file has none (refusing one that records another version,
+see ``schema``), and returns the five stores over one connection. They share one fence table,
+so a lease acquisition raises the bar for every later write of the run at once, in every process
+that opens the file. How the stores talk to the file (one thread, ``BEGIN IMMEDIATE``, busy
+timeout, ``synchronous=FULL``, the database's clock) is explained in ``_database``.
+"""
+
+from __future__ import annotations
+
+from agentrun.stores.backend import Backend
+from agentrun.stores.sqlite._database import Database, parse_url
+from agentrun.stores.sqlite.checkpoints import SqliteCheckpointStore
+from agentrun.stores.sqlite.history import SqliteHistoryStore
+from agentrun.stores.sqlite.idempotency import SqliteIdempotencyStore
+from agentrun.stores.sqlite.leases import SqliteLeaseStore
+from agentrun.stores.sqlite.ledger import SqliteLedger
+from agentrun.stores.sqlite.schema import EXPECTED_SQLITE_SCHEMA, install
+
+__all__ = [
+    "EXPECTED_SQLITE_SCHEMA",
+    "SqliteCheckpointStore",
+    "SqliteHistoryStore",
+    "SqliteIdempotencyStore",
+    "SqliteLeaseStore",
+    "SqliteLedger",
+    "open_backend",
+]
+
+
+async def open_backend(url: str) -> Backend:
+    """The five SQLite stores over the file ``url`` names (``sqlite:///relative/path.db`` or
+    ``sqlite:////absolute/path.db``, optionally ``?busy_timeout=MS``)."""
+    path, busy_timeout_ms = parse_url(url)
+    database = await Database.open(path, busy_timeout_ms)
+    try:
+        await database.write("apply its schema", lambda connection: install(connection, path))
+    except BaseException:
+        await database.close()
+        raise
+    return Backend(
+        checkpoints=SqliteCheckpointStore(database),
+        leases=SqliteLeaseStore(database),
+        idempotency=SqliteIdempotencyStore(database),
+        history=SqliteHistoryStore(database),
+        ledger=SqliteLedger(database),
+        url=url,
+        closer=database.close,
+    )

@@ -1,0 +1,152 @@
+"""Tool-call intents and outcomes in SQLite: one row per (tenant, run, key).
+
+A claim is an ``INSERT ... ON CONFLICT DO NOTHING`` inside the run's fenced ``BEGIN IMMEDIATE``
+transaction, so among any number of processes claiming one key exactly one inserts the row and
+every other one reads it back. A claim given a TTL expires on the database's clock: it reads as
+absent from then on and is deleted by the next claim of its key.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from agentrun.errors import StaleFenceError
+from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord
+from agentrun.leases import require_positive_ttl
+from agentrun.stores.sqlite._database import (
+    NOW_US,
+    Database,
+    Row,
+    admit,
+    first,
+    micros,
+    one,
+    seconds,
+)
+
+_LIVE = (
+    f"SELECT state, holder, fence, outcome, expires_us - {NOW_US} FROM agentrun_idempotency "
+    f"WHERE tenant = ? AND run_id = ? AND key = ? AND (expires_us IS NULL OR expires_us > {NOW_US})"
+)
+_WHERE = "WHERE tenant = ? AND run_id = ? AND key = ?"
+
+
+def _record(key: str, row: Row) -> IdempotencyRecord:
+    state, holder, fence, outcome, left_us = row
+    return IdempotencyRecord(
+        key=key,
+        state=ClaimState(state),
+        holder=holder,
+        fence=fence,
+        outcome=outcome,
+        remaining=None if left_us is None else seconds(left_us),
+    )
+
+
+def _own(
+    connection: sqlite3.Connection, at: tuple[str, str, str], holder: str, fence: int, what: str
+) -> None:
+    """Admit ``fence`` and check that ``holder`` holds the in-flight claim under it."""
+    tenant, run_id, _ = at
+    admit(connection, tenant, run_id, fence, what)
+    live = first(connection, _LIVE, at)
+    if live is None or (live[0], live[1], live[2]) != (ClaimState.IN_FLIGHT, holder, fence):
+        raise StaleFenceError(
+            run_id,
+            tenant,
+            fence,
+            fence if live is None else live[2],
+            f"{what} by {holder!r}, which does not hold the claim",
+        )
+
+
+class SqliteIdempotencyStore:
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    async def begin(
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        *,
+        holder: str,
+        fence: int,
+        ttl: float | None = None,
+    ) -> Claim:
+        if ttl is not None:
+            require_positive_ttl(ttl)
+        at = (tenant, run_id, key)
+
+        def work(connection: sqlite3.Connection) -> Claim:
+            admit(connection, tenant, run_id, fence, f"claim of {key}")
+            connection.execute(
+                f"DELETE FROM agentrun_idempotency {_WHERE} AND expires_us <= {NOW_US}", at
+            )
+            inserted = connection.execute(
+                "INSERT INTO agentrun_idempotency (tenant, run_id, key, state, holder, fence, "
+                f"expires_us) VALUES (?, ?, ?, 'in_flight', ?, ?, {NOW_US} + ?) "
+                "ON CONFLICT (tenant, run_id, key) DO NOTHING",
+                (*at, holder, fence, None if ttl is None else micros(ttl)),
+            ).rowcount
+            return Claim(won=inserted == 1, record=_record(key, one(connection, _LIVE, at)))
+
+        return await self._database.write(f"claim {key} for run {run_id!r}", work)
+
+    async def record(
+        self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
+    ) -> None:
+        at = (tenant, run_id, key)
+
+        def work(connection: sqlite3.Connection) -> None:
+            _own(connection, at, holder, fence, f"outcome of {key}")
+            connection.execute(
+                "UPDATE agentrun_idempotency SET state = 'completed', outcome = ?, "
+                f"expires_us = NULL {_WHERE}",
+                (outcome, *at),
+            )
+
+        await self._database.write(f"record the outcome of {key} for run {run_id!r}", work)
+
+    async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
+        at = (tenant, run_id, key)
+
+        def work(connection: sqlite3.Connection) -> None:
+            _own(connection, at, holder, fence, f"abandoning {key}")
+            connection.execute(f"DELETE FROM agentrun_idempotency {_WHERE}", at)
+
+        await self._database.write(f"abandon the claim of {key} for run {run_id!r}", work)
+
+    async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
+        def work(connection: sqlite3.Connection) -> Row | None:
+            return first(connection, _LIVE, (tenant, run_id, key))
+
+        live = await self._database.read(f"read the claim of {key} for run {run_id!r}", work)
+        return None if live is None else _record(key, live)
+
+    async def settle(
+        self, tenant: str, run_id: str, key: str, outcome: str | None, *, by: str
+    ) -> None:
+        at = (tenant, run_id, key)
+
+        def work(connection: sqlite3.Connection) -> None:
+            if outcome is None:
+                connection.execute(f"DELETE FROM agentrun_idempotency {_WHERE}", at)
+                return
+            connection.execute(
+                "INSERT INTO agentrun_idempotency (tenant, run_id, key, state, holder, fence, "
+                "outcome, expires_us) VALUES (?, ?, ?, 'completed', ?, 0, ?, NULL) "
+                "ON CONFLICT (tenant, run_id, key) DO UPDATE SET state = 'completed', "
+                "holder = excluded.holder, outcome = excluded.outcome, expires_us = NULL",
+                (*at, by, outcome),
+            )
+
+        await self._database.write(f"settle {key} for run {run_id!r}", work)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        def work(connection: sqlite3.Connection) -> None:
+            connection.execute(
+                "DELETE FROM agentrun_idempotency WHERE tenant = ? AND run_id = ?", (tenant, run_id)
+            )
+
+        await self._database.write(f"forget the claims of run {run_id!r}", work)
