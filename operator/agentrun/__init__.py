@@ -7,8 +7,8 @@ loop), and none of them needs kopf or a Kubernetes client.
 """
 
 from agentrun.checkpointing import (
-    CheckpointPolicy,
     Checkpointer,
+    CheckpointPolicy,
     CheckpointStore,
     WriteReceipt,
 )
@@ -66,8 +66,8 @@ from agentrun.redaction import Redactor
 from agentrun.resume import (
     CallDecision,
     CarriedRun,
-    Resumer,
     ResumePlan,
+    Resumer,
     ToolDisposition,
     claim_resume,
     plan_resume,

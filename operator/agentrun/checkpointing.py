@@ -98,18 +98,21 @@ class Checkpointer:
         try:
             payload = encode(await self._persistable(checkpoint))
             if len(payload) > self.policy.max_bytes:
-                raise CheckpointTooLargeError(checkpoint.run_id, len(payload),
-                                              self.policy.max_bytes)
-            await self.store.put(checkpoint.tenant, checkpoint.run_id, payload,
-                                 fence=checkpoint.fence)
+                raise CheckpointTooLargeError(
+                    checkpoint.run_id, len(payload), self.policy.max_bytes
+                )
+            await self.store.put(
+                checkpoint.tenant, checkpoint.run_id, payload, fence=checkpoint.fence
+            )
         except StaleFenceError:
             raise
-        except Exception as error:  # noqa: BLE001 - by contract a checkpoint never fails the run
+        except Exception as error:
             self.last_error = error
             return None
         self.last_error = None
-        self.last_write = WriteReceipt(checkpoint.boundary, checkpoint.iteration, len(payload),
-                                       datetime.now(UTC))
+        self.last_write = WriteReceipt(
+            checkpoint.boundary, checkpoint.iteration, len(payload), datetime.now(UTC)
+        )
         return self.last_write
 
     async def _persistable(self, checkpoint: Checkpoint) -> Checkpoint:
@@ -142,11 +145,16 @@ class Checkpointer:
             fresh = self.redactor.mask_messages(fresh)
         head = chain.head if chain is not None else None
         if fresh or head is None:
-            head = await append_transcript(self.history, checkpoint.tenant, checkpoint.run_id,
-                                           previous=head, messages=fresh, fence=checkpoint.fence)
+            head = await append_transcript(
+                self.history,
+                checkpoint.tenant,
+                checkpoint.run_id,
+                previous=head,
+                messages=fresh,
+                fence=checkpoint.fence,
+            )
         self._chains[run] = _Chain(head, len(checkpoint.messages))
-        return {"messages": (), "history_handle": head,
-                "history_length": len(checkpoint.messages)}
+        return {"messages": (), "history_handle": head, "history_length": len(checkpoint.messages)}
 
     async def latest(self, tenant: str, run_id: str) -> Checkpoint | None:
         """The run's frontier, read (format first) but with the transcript still a handle."""
@@ -164,17 +172,24 @@ class Checkpointer:
             return checkpoint.messages
         history = history or self.history
         if history is None:
-            raise HistoryUnavailableError(checkpoint.run_id, checkpoint.history_handle,
-                                          "no history store is configured on this worker")
-        messages = await load_transcript(history, checkpoint.tenant, checkpoint.run_id,
-                                         checkpoint.history_handle)
+            raise HistoryUnavailableError(
+                checkpoint.run_id,
+                checkpoint.history_handle,
+                "no history store is configured on this worker",
+            )
+        messages = await load_transcript(
+            history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle
+        )
         if len(messages) != checkpoint.history_length:
             raise HistoryUnavailableError(
-                checkpoint.run_id, checkpoint.history_handle,
+                checkpoint.run_id,
+                checkpoint.history_handle,
                 f"it holds {len(messages)} messages, the checkpoint expects "
-                f"{checkpoint.history_length}")
+                f"{checkpoint.history_length}",
+            )
         self._chains[(checkpoint.tenant, checkpoint.run_id)] = _Chain(
-            checkpoint.history_handle, len(messages))
+            checkpoint.history_handle, len(messages)
+        )
         return messages
 
     async def forget(self, tenant: str, run_id: str) -> None:

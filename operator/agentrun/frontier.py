@@ -104,12 +104,16 @@ def decode(payload: bytes | str, *, run_id: str | None = None) -> Checkpoint:
     try:
         return Checkpoint.model_validate(raw)
     except ValidationError as exc:
-        raise CheckpointFormatError(run_id, f"invalid ({exc.error_count()} errors: {exc})",
-                                    CHECKPOINT_FORMAT) from exc
+        raise CheckpointFormatError(
+            run_id, f"invalid ({exc.error_count()} errors: {exc})", CHECKPOINT_FORMAT
+        ) from exc
 
 
 def describe(checkpoint: Checkpoint) -> str:
-    """The three lines an on-call engineer reads first; ``inspect`` and ``run --resume`` share it."""
+    """The three lines an on-call engineer reads first.
+
+    ``inspect`` and ``run --resume`` both print it, so the two cannot drift.
+    """
     waiting = (
         f"waiting on approval {checkpoint.approval.request_id}"
         if checkpoint.approval is not None

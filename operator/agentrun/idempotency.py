@@ -101,7 +101,9 @@ def _canonical(value: JsonValue, path: str) -> JsonValue:
         return unicodedata.normalize("NFC", value)
     if isinstance(value, int | float):
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigurationError(f"idempotency key argument {path} is {value}; use a finite number")
+            raise ConfigurationError(
+                f"idempotency key argument {path} is {value}; use a finite number"
+            )
         number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
         normal = number.normalize()
         return {"$n": format(normal, "f") if normal == normal.to_integral() else str(normal)}
@@ -124,11 +126,23 @@ def derive_key(tool: str, arguments: Mapping[str, JsonValue], key_arguments: Seq
     if not key_arguments:
         raise ConfigurationError(f"tool {tool!r} declares no key arguments; use marker_key instead")
     picked = {name: _canonical(arguments.get(name), name) for name in key_arguments}
-    body = json.dumps({"tool": tool, "args": picked}, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False)
+    body = json.dumps(
+        {"tool": tool, "args": picked}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     return KEY_PREFIX + hashlib.sha256(body.encode()).hexdigest()
 
 
 def marker_key(call_id: str) -> str:
     """The dispatch marker of a call with no idempotency key."""
     return MARKER_PREFIX + hashlib.sha256(call_id.encode()).hexdigest()
+
+
+def remote_key(tenant: str, run_id: str, key: str) -> str:
+    """The key handed to the tool (and so to a remote service) for a call of one run.
+
+    Scoped to the run, so two runs asking for the same thing are two requests, while one run
+    asking again (after a crash) is the same request. Length-prefixed, so no two (tenant, run)
+    pairs share a scope.
+    """
+    scope = f"{len(tenant)}:{tenant}{len(run_id)}:{run_id}{key}"
+    return KEY_PREFIX + hashlib.sha256(scope.encode()).hexdigest()

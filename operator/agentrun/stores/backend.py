@@ -47,8 +47,14 @@ async def open_backend(url: str) -> Backend:
         from agentrun.stores.memory import MemoryBackend
 
         memory = MemoryBackend()
-        return Backend(memory.checkpoints, memory.leases, memory.idempotency, memory.history,
-                       memory.ledger, url=url)
+        return Backend(
+            memory.checkpoints,
+            memory.leases,
+            memory.idempotency,
+            memory.history,
+            memory.ledger,
+            url=url,
+        )
     if scheme == "sqlite":
         from agentrun.stores import sqlite
 

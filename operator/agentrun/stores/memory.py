@@ -75,16 +75,22 @@ class MemoryLeaseStore:
         return lease if lease is not None and lease.expires > self._clock() else None
 
     def _view(self, run: Run, lease: _Lease) -> RunLease:
-        return RunLease(tenant=run[0], run_id=run[1], holder=lease.holder, fence=lease.fence,
-                        remaining=max(0.0, lease.expires - self._clock()))
+        return RunLease(
+            tenant=run[0],
+            run_id=run[1],
+            holder=lease.holder,
+            fence=lease.fence,
+            remaining=max(0.0, lease.expires - self._clock()),
+        )
 
     async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
         require_positive_ttl(ttl)
         run = (tenant, run_id)
         live = self._live(run)
         if live is not None and live.holder != holder:
-            raise RunLeaseError(run_id, tenant, requested_by=holder, holder=live.holder,
-                                fence=live.fence)
+            raise RunLeaseError(
+                run_id, tenant, requested_by=holder, holder=live.holder, fence=live.fence
+            )
         fence = max(self._issued.get(run, 0), self._fences.highest(run)) + 1
         self._issued[run] = fence
         self._fences.admit(run, fence, "lease acquisition")
@@ -97,10 +103,15 @@ class MemoryLeaseStore:
         live = self._live(run)
         if live is None or live.fence != lease.fence or live.holder != lease.holder:
             raise RunLeaseError(
-                lease.run_id, lease.tenant, requested_by=lease.holder,
-                holder=live.holder if live else None, fence=live.fence if live else lease.fence,
-                detail="its lease lapsed" if live is None else
-                f"it was superseded by {live.holder!r} with fence {live.fence}")
+                lease.run_id,
+                lease.tenant,
+                requested_by=lease.holder,
+                holder=live.holder if live else None,
+                fence=live.fence if live else lease.fence,
+                detail="its lease lapsed"
+                if live is None
+                else f"it was superseded by {live.holder!r} with fence {live.fence}",
+            )
         live.expires = self._clock() + ttl
         return self._view(run, live)
 
@@ -139,11 +150,25 @@ class MemoryIdempotencyStore:
 
     def _view(self, key: str, record: _Record) -> IdempotencyRecord:
         remaining = None if record.expires is None else max(0.0, record.expires - self._clock())
-        return IdempotencyRecord(key=key, state=record.state, holder=record.holder,
-                                 fence=record.fence, outcome=record.outcome, remaining=remaining)
+        return IdempotencyRecord(
+            key=key,
+            state=record.state,
+            holder=record.holder,
+            fence=record.fence,
+            outcome=record.outcome,
+            remaining=remaining,
+        )
 
-    async def begin(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int,
-                    ttl: float | None = None) -> Claim:
+    async def begin(
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        *,
+        holder: str,
+        fence: int,
+        ttl: float | None = None,
+    ) -> Claim:
         if ttl is not None:
             require_positive_ttl(ttl)
         self._fences.admit((tenant, run_id), fence, f"claim of {key}")
@@ -151,29 +176,43 @@ class MemoryIdempotencyStore:
         existing = self._live(at)
         if existing is not None:
             return Claim(won=False, record=self._view(key, existing))
-        record = _Record(ClaimState.IN_FLIGHT, holder, fence,
-                         expires=None if ttl is None else self._clock() + ttl)
+        record = _Record(
+            ClaimState.IN_FLIGHT,
+            holder,
+            fence,
+            expires=None if ttl is None else self._clock() + ttl,
+        )
         self._records[at] = record
         return Claim(won=True, record=self._view(key, record))
 
-    def _own(self, tenant: str, run_id: str, key: str, holder: str, fence: int,
-             what: str) -> _Record:
+    def _own(
+        self, tenant: str, run_id: str, key: str, holder: str, fence: int, what: str
+    ) -> _Record:
         self._fences.admit((tenant, run_id), fence, what)
         record = self._live((tenant, run_id, key))
-        if (record is None or record.state is not ClaimState.IN_FLIGHT
-                or record.holder != holder or record.fence != fence):
+        if (
+            record is None
+            or record.state is not ClaimState.IN_FLIGHT
+            or record.holder != holder
+            or record.fence != fence
+        ):
             current = record.fence if record is not None else fence
-            raise StaleFenceError(run_id, tenant, fence, current,
-                                  f"{what} by {holder!r}, which does not hold the claim")
+            raise StaleFenceError(
+                run_id,
+                tenant,
+                fence,
+                current,
+                f"{what} by {holder!r}, which does not hold the claim",
+            )
         return record
 
-    async def record(self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str,
-                     fence: int) -> None:
+    async def record(
+        self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
+    ) -> None:
         record = self._own(tenant, run_id, key, holder, fence, f"outcome of {key}")
         record.state, record.outcome, record.expires = ClaimState.COMPLETED, outcome, None
 
-    async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str,
-                      fence: int) -> None:
+    async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
         self._own(tenant, run_id, key, holder, fence, f"abandoning {key}")
         del self._records[(tenant, run_id, key)]
 
@@ -181,8 +220,9 @@ class MemoryIdempotencyStore:
         record = self._live((tenant, run_id, key))
         return None if record is None else self._view(key, record)
 
-    async def settle(self, tenant: str, run_id: str, key: str, outcome: str | None, *,
-                     by: str) -> None:
+    async def settle(
+        self, tenant: str, run_id: str, key: str, outcome: str | None, *, by: str
+    ) -> None:
         at = (tenant, run_id, key)
         if outcome is None:
             self._records.pop(at, None)
@@ -219,8 +259,16 @@ class MemoryLedger:
         self._fences = fences or FenceBook()
         self._charges: dict[Run, dict[str, int]] = {}
 
-    async def charge(self, tenant: str, run_id: str, charge_id: str, micros: int, *,
-                     budget: int | None, fence: int) -> int:
+    async def charge(
+        self,
+        tenant: str,
+        run_id: str,
+        charge_id: str,
+        micros: int,
+        *,
+        budget: int | None,
+        fence: int,
+    ) -> int:
         self._fences.admit((tenant, run_id), fence, "ledger charge")
         charges = self._charges.setdefault((tenant, run_id), {})
         spent = sum(charges.values())

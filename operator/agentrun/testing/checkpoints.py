@@ -22,8 +22,9 @@ def _same(stored: bytes | None, payload: bytes) -> bool:
 
 
 class CheckpointStoreConformance(ConformanceBase):
-    async def test_nothing_before_the_first_write(self, store: CheckpointStore,
-                                                  tenant: str) -> None:
+    async def test_nothing_before_the_first_write(
+        self, store: CheckpointStore, tenant: str
+    ) -> None:
         assert await store.latest(tenant, "run") is None
 
     async def test_reads_back_what_was_written(self, store: CheckpointStore, tenant: str) -> None:
@@ -48,8 +49,9 @@ class CheckpointStoreConformance(ConformanceBase):
         assert caught.value.current == 5
         assert _same(await store.latest(tenant, "run"), _payload("current"))
 
-    async def test_forget_drops_the_frontier_but_not_the_fence(self, store: CheckpointStore,
-                                                               tenant: str) -> None:
+    async def test_forget_drops_the_frontier_but_not_the_fence(
+        self, store: CheckpointStore, tenant: str
+    ) -> None:
         await store.put(tenant, "run", _payload("one"), fence=3)
         await store.forget(tenant, "run")
         assert await store.latest(tenant, "run") is None
@@ -57,8 +59,9 @@ class CheckpointStoreConformance(ConformanceBase):
             await store.put(tenant, "run", _payload("stale"), fence=2)
         await store.forget(tenant, "never-written")
 
-    async def test_tenants_are_isolated(self, store: CheckpointStore, tenant: str,
-                                        other_tenant: str) -> None:
+    async def test_tenants_are_isolated(
+        self, store: CheckpointStore, tenant: str, other_tenant: str
+    ) -> None:
         await store.put(tenant, "run", _payload("mine"), fence=7)
         assert await store.latest(other_tenant, "run") is None
         await store.put(other_tenant, "run", _payload("theirs"), fence=1)
@@ -73,8 +76,9 @@ class CheckpointStoreConformance(ConformanceBase):
             assert _same(await store.latest(tenant, run_id), _payload(run_id)), run_id
             assert _same(await store.latest(run_id, tenant), _payload("swapped " + run_id))
 
-    async def test_separator_lookalikes_do_not_collide(self, store: CheckpointStore,
-                                                       tenant: str) -> None:
+    async def test_separator_lookalikes_do_not_collide(
+        self, store: CheckpointStore, tenant: str
+    ) -> None:
         await store.put(f"{tenant}:a", "b", _payload("left"), fence=1)
         await store.put(tenant, "a:b", _payload("right"), fence=1)
         assert _same(await store.latest(f"{tenant}:a", "b"), _payload("left"))

@@ -13,19 +13,20 @@ from agentrun.testing.hostile import HOSTILE_IDS
 
 
 class HistoryStoreConformance(ConformanceBase):
-    async def test_a_handle_is_the_digest_of_its_segment(self, store: HistoryStore,
-                                                         tenant: str) -> None:
+    async def test_a_handle_is_the_digest_of_its_segment(
+        self, store: HistoryStore, tenant: str
+    ) -> None:
         handle = await store.put(tenant, "run", b'{"previous":null,"messages":[]}', fence=1)
         assert handle == handle_for(b'{"previous":null,"messages":[]}')
         assert await store.fetch(tenant, "run", handle) == b'{"previous":null,"messages":[]}'
 
-    async def test_writing_a_segment_twice_is_harmless(self, store: HistoryStore,
-                                                       tenant: str) -> None:
+    async def test_writing_a_segment_twice_is_harmless(
+        self, store: HistoryStore, tenant: str
+    ) -> None:
         first = await store.put(tenant, "run", b"same", fence=1)
         assert await store.put(tenant, "run", b"same", fence=1) == first
 
-    async def test_an_unknown_handle_is_unavailable(self, store: HistoryStore,
-                                                    tenant: str) -> None:
+    async def test_an_unknown_handle_is_unavailable(self, store: HistoryStore, tenant: str) -> None:
         with pytest.raises(HistoryUnavailableError):
             await store.fetch(tenant, "run", handle_for(b"never written"))
 
@@ -42,15 +43,18 @@ class HistoryStoreConformance(ConformanceBase):
         with pytest.raises(HistoryUnavailableError):
             await store.fetch(tenant, "run", handle)
 
-    async def test_tenants_are_isolated(self, store: HistoryStore, tenant: str,
-                                        other_tenant: str) -> None:
+    async def test_tenants_are_isolated(
+        self, store: HistoryStore, tenant: str, other_tenant: str
+    ) -> None:
         handle = await store.put(tenant, "run", b"private", fence=1)
         with pytest.raises(HistoryUnavailableError):
             await store.fetch(other_tenant, "run", handle)
 
     async def test_hostile_ids_never_collide(self, store: HistoryStore, tenant: str) -> None:
-        handles = {run_id: await store.put(tenant, run_id, run_id.encode(), fence=1)
-                   for run_id in HOSTILE_IDS}
+        handles = {
+            run_id: await store.put(tenant, run_id, run_id.encode(), fence=1)
+            for run_id in HOSTILE_IDS
+        }
         for run_id, handle in handles.items():
             assert await store.fetch(tenant, run_id, handle) == run_id.encode()
             for other in ("a:b", "x" * 1000):
@@ -58,14 +62,14 @@ class HistoryStoreConformance(ConformanceBase):
                     with pytest.raises(HistoryUnavailableError):
                         await store.fetch(tenant, other, handle)
 
-    async def test_a_chained_transcript_round_trips(self, store: HistoryStore,
-                                                    tenant: str) -> None:
+    async def test_a_chained_transcript_round_trips(self, store: HistoryStore, tenant: str) -> None:
         head: str | None = None
         sent: list[Message] = []
         for turn in range(5):
             fresh = [Message.of("user", f"turn {turn}"), Message.of("assistant", f"ok {turn}")]
-            head = await append_transcript(store, tenant, "run", previous=head, messages=fresh,
-                                           fence=1)
+            head = await append_transcript(
+                store, tenant, "run", previous=head, messages=fresh, fence=1
+            )
             sent.extend(fresh)
         assert head is not None
         assert await load_transcript(store, tenant, "run", head) == tuple(sent)

@@ -14,8 +14,9 @@ from agentrun.testing.hostile import HOSTILE_IDS
 
 
 class IdempotencyStoreConformance(ConformanceBase):
-    async def test_first_claim_wins_and_reads_in_flight(self, store: IdempotencyStore,
-                                                        tenant: str) -> None:
+    async def test_first_claim_wins_and_reads_in_flight(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
         claim = await store.begin(tenant, "run", "k", holder="w1", fence=1)
         assert claim.won
         record = await store.read(tenant, "run", "k")
@@ -23,8 +24,9 @@ class IdempotencyStoreConformance(ConformanceBase):
         assert (record.state, record.holder, record.fence) == (ClaimState.IN_FLIGHT, "w1", 1)
         assert record.outcome is None
 
-    async def test_a_held_key_is_not_claimed_again(self, store: IdempotencyStore,
-                                                   tenant: str) -> None:
+    async def test_a_held_key_is_not_claimed_again(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
         await store.begin(tenant, "run", "k", holder="w1", fence=1)
         again = await store.begin(tenant, "run", "k", holder="w2", fence=1)
         assert not again.won
@@ -46,8 +48,9 @@ class IdempotencyStoreConformance(ConformanceBase):
         assert await store.read(tenant, "run", "k") is None
         assert (await store.begin(tenant, "run", "k", holder="w2", fence=1)).won
 
-    async def test_only_the_holder_settles_its_claim(self, store: IdempotencyStore,
-                                                     tenant: str) -> None:
+    async def test_only_the_holder_settles_its_claim(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
         await store.begin(tenant, "run", "k", holder="w1", fence=1)
         with pytest.raises(StaleFenceError):
             await store.record(tenant, "run", "k", "x", holder="w2", fence=1)
@@ -57,8 +60,9 @@ class IdempotencyStoreConformance(ConformanceBase):
         assert record is not None
         assert (record.state, record.holder) == (ClaimState.IN_FLIGHT, "w1")
 
-    async def test_refuses_writes_under_a_lower_fence(self, store: IdempotencyStore,
-                                                      tenant: str) -> None:
+    async def test_refuses_writes_under_a_lower_fence(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
         await store.begin(tenant, "run", "old", holder="w1", fence=1)
         await store.begin(tenant, "run", "new", holder="w2", fence=2)
         with pytest.raises(StaleFenceError):
@@ -81,8 +85,9 @@ class IdempotencyStoreConformance(ConformanceBase):
         assert await store.read(tenant, "run", "k") is None
         assert (await store.begin(tenant, "run", "k", holder="w2", fence=1)).won
 
-    async def test_a_claim_without_ttl_stays_in_flight(self, store: IdempotencyStore,
-                                                       tenant: str) -> None:
+    async def test_a_claim_without_ttl_stays_in_flight(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
         await store.begin(tenant, "run", "k", holder="w1", fence=1)
         await self.pass_time(self.ttl * 1.5)
         record = await store.read(tenant, "run", "k")
@@ -90,8 +95,9 @@ class IdempotencyStoreConformance(ConformanceBase):
         assert record.state is ClaimState.IN_FLIGHT
         assert record.remaining is None
 
-    async def test_a_person_settles_an_undecidable_call(self, store: IdempotencyStore,
-                                                        tenant: str) -> None:
+    async def test_a_person_settles_an_undecidable_call(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
         await store.begin(tenant, "run", "ran", holder="w1", fence=1)
         await store.begin(tenant, "run", "not", holder="w1", fence=1)
         await store.settle(tenant, "run", "ran", "booked 12A", by="alice")
@@ -101,8 +107,9 @@ class IdempotencyStoreConformance(ConformanceBase):
         assert (ran.state, ran.outcome) == (ClaimState.COMPLETED, "booked 12A")
         assert await store.read(tenant, "run", "not") is None
 
-    async def test_runs_and_tenants_are_isolated(self, store: IdempotencyStore, tenant: str,
-                                                 other_tenant: str) -> None:
+    async def test_runs_and_tenants_are_isolated(
+        self, store: IdempotencyStore, tenant: str, other_tenant: str
+    ) -> None:
         await store.begin(tenant, "run", "k", holder="w1", fence=1)
         assert (await store.begin(tenant, "other-run", "k", holder="w2", fence=1)).won
         assert (await store.begin(other_tenant, "run", "k", holder="w3", fence=1)).won
@@ -115,8 +122,9 @@ class IdempotencyStoreConformance(ConformanceBase):
             assert record is not None, run_id
             assert record.holder == run_id
 
-    async def test_forget_drops_every_record_of_the_run(self, store: IdempotencyStore,
-                                                        tenant: str) -> None:
+    async def test_forget_drops_every_record_of_the_run(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
         await store.begin(tenant, "run", "a", holder="w1", fence=1)
         await store.begin(tenant, "run", "b", holder="w1", fence=1)
         await store.begin(tenant, "kept", "a", holder="w1", fence=1)
@@ -125,8 +133,9 @@ class IdempotencyStoreConformance(ConformanceBase):
         assert await store.read(tenant, "run", "b") is None
         assert await store.read(tenant, "kept", "a") is not None
 
-    async def test_concurrent_claims_yield_one_winner(self, store: IdempotencyStore,
-                                                      tenant: str) -> None:
+    async def test_concurrent_claims_yield_one_winner(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
         claims = await asyncio.gather(
             *(store.begin(tenant, "run", "contended", holder=f"w{i}", fence=1) for i in range(20))
         )

@@ -35,8 +35,7 @@ class LeaseStoreConformance(ConformanceBase):
         assert "'w1'" in str(caught.value)
         assert caught.value.retryable
 
-    async def test_every_acquisition_raises_the_fence(self, store: LeaseStore,
-                                                      tenant: str) -> None:
+    async def test_every_acquisition_raises_the_fence(self, store: LeaseStore, tenant: str) -> None:
         first = await store.acquire(tenant, "run", "w1", ttl=30)
         again = await store.acquire(tenant, "run", "w1", ttl=30)
         await store.release(again)
@@ -45,23 +44,24 @@ class LeaseStoreConformance(ConformanceBase):
         after_lapse = await store.acquire(tenant, "run", "w3", ttl=30)
         assert first.fence < again.fence < after_release.fence < after_lapse.fence
 
-    async def test_release_frees_the_run_and_keeps_the_fence(self, store: LeaseStore,
-                                                            tenant: str) -> None:
+    async def test_release_frees_the_run_and_keeps_the_fence(
+        self, store: LeaseStore, tenant: str
+    ) -> None:
         lease = await store.acquire(tenant, "run", "w1", ttl=30)
         await store.release(lease)
         assert await store.held(tenant, "run") is None
         assert (await store.acquire(tenant, "run", "w2", ttl=30)).fence > lease.fence
 
-    async def test_a_lease_lapses_on_the_store_clock(self, store: LeaseStore,
-                                                     tenant: str) -> None:
+    async def test_a_lease_lapses_on_the_store_clock(self, store: LeaseStore, tenant: str) -> None:
         await store.acquire(tenant, "run", "w1", ttl=self.ttl)
         await self.pass_time(self.ttl * 1.5)
         assert await store.held(tenant, "run") is None
         taken = await store.acquire(tenant, "run", "w2", ttl=30)
         assert taken.holder == "w2"
 
-    async def test_renewal_keeps_the_fence_and_extends(self, store: LeaseStore,
-                                                       tenant: str) -> None:
+    async def test_renewal_keeps_the_fence_and_extends(
+        self, store: LeaseStore, tenant: str
+    ) -> None:
         lease = await store.acquire(tenant, "run", "w1", ttl=self.ttl)
         await self.pass_time(self.ttl * 0.6)
         renewed = await store.renew(lease, ttl=self.ttl)
@@ -72,8 +72,9 @@ class LeaseStoreConformance(ConformanceBase):
         assert held is not None
         assert held.holder == "w1"
 
-    async def test_a_superseded_holder_cannot_renew_or_release(self, store: LeaseStore,
-                                                               tenant: str) -> None:
+    async def test_a_superseded_holder_cannot_renew_or_release(
+        self, store: LeaseStore, tenant: str
+    ) -> None:
         old = await store.acquire(tenant, "run", "w1", ttl=self.ttl)
         await self.pass_time(self.ttl * 1.5)
         new = await store.acquire(tenant, "run", "w2", ttl=30)
@@ -92,8 +93,9 @@ class LeaseStoreConformance(ConformanceBase):
         with pytest.raises(RunLeaseError):
             await store.renew(lease, ttl=30)
 
-    async def test_tenants_are_isolated(self, store: LeaseStore, tenant: str,
-                                        other_tenant: str) -> None:
+    async def test_tenants_are_isolated(
+        self, store: LeaseStore, tenant: str, other_tenant: str
+    ) -> None:
         await store.acquire(tenant, "run", "w1", ttl=30)
         theirs = await store.acquire(other_tenant, "run", "w2", ttl=30)
         assert theirs.holder == "w2"
@@ -106,8 +108,9 @@ class LeaseStoreConformance(ConformanceBase):
             assert held is not None, run_id
             assert (held.run_id, held.holder) == (run_id, f"w{index}")
 
-    async def test_concurrent_acquisitions_yield_one_holder(self, store: LeaseStore,
-                                                            tenant: str) -> None:
+    async def test_concurrent_acquisitions_yield_one_holder(
+        self, store: LeaseStore, tenant: str
+    ) -> None:
         results = await asyncio.gather(
             *(store.acquire(tenant, "contended", f"w{i}", ttl=30) for i in range(20)),
             return_exceptions=True,

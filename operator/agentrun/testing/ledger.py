@@ -18,8 +18,7 @@ class LedgerConformance(ConformanceBase):
         assert await store.charge(tenant, "run", "c1", 100, budget=None, fence=1) == 150
         assert await store.spent(tenant, "run") == 150
 
-    async def test_a_charge_over_budget_is_refused_whole(self, store: Ledger,
-                                                         tenant: str) -> None:
+    async def test_a_charge_over_budget_is_refused_whole(self, store: Ledger, tenant: str) -> None:
         await store.charge(tenant, "run", "c1", 900, budget=1000, fence=1)
         with pytest.raises(BudgetExceededError) as caught:
             await store.charge(tenant, "run", "c2", 200, budget=1000, fence=1)
@@ -33,8 +32,9 @@ class LedgerConformance(ConformanceBase):
             await store.charge(tenant, "run", "c2", 1, budget=None, fence=1)
         assert await store.spent(tenant, "run") == 1
 
-    async def test_runs_are_isolated_and_forgotten(self, store: Ledger, tenant: str,
-                                                   other_tenant: str) -> None:
+    async def test_runs_are_isolated_and_forgotten(
+        self, store: Ledger, tenant: str, other_tenant: str
+    ) -> None:
         await store.charge(tenant, "run", "c1", 10, budget=None, fence=1)
         await store.charge(other_tenant, "run", "c1", 20, budget=None, fence=1)
         await store.charge(tenant, "run:x", "c1", 30, budget=None, fence=1)

@@ -1,0 +1,9 @@
+"""The ``agentrun`` command line: what an on-call engineer types at a run that stopped.
+
+``frontier_main`` (``agentrun inspect``) and ``resume_main`` (``agentrun run --resume``) are the
+spec's two entry points; an embedding product may call them with its own argument lists.
+"""
+
+from agentrun.cli.main import frontier_main, main, resume_main
+
+__all__ = ["frontier_main", "main", "resume_main"]

@@ -1,0 +1,288 @@
+"""``agentrun``: start, inspect, carry on, approve and resolve runs from a terminal.
+
+The store comes from ``--store`` or ``AGENTRUN_STORE`` (default: an SQLite file under
+``./.agentrun``). Every command that could touch a run another worker holds goes through the
+run's lease; ``inspect`` takes none, so it is always safe to type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+
+from agentrun.checkpointing import Checkpointer, WriteReceipt
+from agentrun.cli.exits import EXIT_HELP, Exit, exit_for
+from agentrun.cli.render import lease_line, plan_json, plan_lines, result_line
+from agentrun.errors import AgentRunError, ConfigurationError, NothingCheckpointedError
+from agentrun.frontier import Checkpoint, describe
+from agentrun.leases import LeasePolicy, default_holder
+from agentrun.resume import plan_resume
+from agentrun.runner.decisions import decide, resolve
+from agentrun.runner.loop import AgentRunner
+from agentrun.runner.registry import load_agent, registered_agents
+from agentrun.runner.results import RunResult
+from agentrun.stores.backend import Backend, open_backend
+
+DEFAULT_STORE = "sqlite:///./.agentrun/state.db"
+
+Command = Callable[[argparse.Namespace, Backend], Awaitable[Exit]]
+
+
+def _say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+async def _frontier(backend: Backend, tenant: str, run_id: str) -> Checkpoint:
+    checkpoint = await Checkpointer(backend.checkpoints).latest(tenant, run_id)
+    if checkpoint is None:
+        raise NothingCheckpointedError(run_id, tenant)
+    return checkpoint
+
+
+async def _inspect(args: argparse.Namespace, backend: Backend) -> Exit:
+    checkpoint = await _frontier(backend, args.tenant, args.run_id)
+    plan = await plan_resume(checkpoint, backend.idempotency)
+    lease = await backend.leases.held(args.tenant, args.run_id)
+    if args.json:
+        _say(json.dumps(plan_json(checkpoint, plan, lease), indent=2))
+        return Exit.CARRIED_ON
+    _say(describe(checkpoint))
+    for line in plan_lines(checkpoint, plan):
+        _say(line)
+    _say(lease_line(lease))
+    return Exit.CARRIED_ON
+
+
+def _runner(args: argparse.Namespace, backend: Backend, agent_name: str) -> AgentRunner:
+    registered = load_agent(agent_name)
+
+    async def progress(
+        checkpoint: Checkpoint, receipt: WriteReceipt | None, error: Exception | None
+    ) -> None:
+        written = f"checkpointed {receipt.size} bytes" if receipt else f"NOT checkpointed: {error}"
+        _say(f"  iteration {checkpoint.iteration}  {checkpoint.boundary.value}  {written}")
+
+    return AgentRunner(
+        provider=registered.provider(),
+        idempotency=backend.idempotency,
+        checkpoints=Checkpointer(backend.checkpoints, history=backend.history),
+        leases=backend.leases,
+        ledger=backend.ledger,
+        prices=registered.prices,
+        lease_policy=LeasePolicy(ttl=args.lease_ttl, renew_within=args.lease_ttl / 3),
+        holder=args.holder or default_holder(),
+        on_boundary=progress,
+        on_lease=lambda lease: _say(f"held with fence {lease.fence} by {lease.holder}"),
+    )
+
+
+async def _run(args: argparse.Namespace, backend: Backend) -> Exit:
+    if args.resume:
+        return await _resume(args, backend)
+    if not args.agent or args.input is None:
+        raise ConfigurationError(
+            "starting a run needs AGENT and --input TEXT (or --resume RUN_ID to carry one on)"
+        )
+    runner = _runner(args, backend, args.agent)
+    registered = load_agent(args.agent)
+    _say(f"starting {args.agent} as {runner.holder}")
+    result = await runner.run(
+        registered.definition,
+        args.input,
+        tenant=args.tenant,
+        run_id=args.run_id,
+        budget_micros=args.budget_micros,
+    )
+    return _finish(result)
+
+
+async def _resume(args: argparse.Namespace, backend: Backend) -> Exit:
+    checkpoint = await _frontier(backend, args.tenant, args.resume)
+    _say(describe(checkpoint))
+    runner = _runner(args, backend, checkpoint.agent_name)
+    agent = load_agent(checkpoint.agent_name).definition
+    result = await runner.resume(agent, args.resume, tenant=args.tenant)
+    return _finish(result)
+
+
+def _finish(result: RunResult) -> Exit:
+    _say(result_line(result))
+    return Exit.CARRIED_ON
+
+
+async def _approve(args: argparse.Namespace, backend: Backend) -> Exit:
+    checkpoint = await _frontier(backend, args.tenant, args.run_id)
+    waiting = checkpoint.approval
+    if waiting is None or waiting.request_id != args.request:
+        now = f"approval {waiting.request_id}" if waiting else "nothing"
+        raise ConfigurationError(
+            f"run {args.run_id!r} is not waiting on approval {args.request!r} (it is waiting on "
+            f"{now}); check with `agentrun inspect {args.run_id} --tenant {args.tenant}`"
+        )
+    await decide(
+        backend.idempotency,
+        args.tenant,
+        args.run_id,
+        args.request,
+        approved=not args.deny,
+        by=args.by,
+        reason=args.reason,
+    )
+    verb = "denied" if args.deny else "approved"
+    _say(
+        f"{verb} {args.request} ({waiting.tool}, call {waiting.call_id}) for run "
+        f"{args.run_id} as {args.by}; carry it on with "
+        f"`agentrun run --resume {args.run_id} --tenant {args.tenant}`"
+    )
+    return Exit.CARRIED_ON
+
+
+async def _resolve(args: argparse.Namespace, backend: Backend) -> Exit:
+    checkpoint = await _frontier(backend, args.tenant, args.run_id)
+    await resolve(
+        backend.idempotency, checkpoint, args.call, ran=args.ran, result=args.result, by=args.by
+    )
+    answer = f"it ran, with result {args.result!r}" if args.ran else "it did not run"
+    _say(
+        f"recorded for call {args.call} of run {args.run_id}: {answer} (by {args.by}); "
+        f"carry it on with `agentrun run --resume {args.run_id} --tenant {args.tenant}`"
+    )
+    return Exit.CARRIED_ON
+
+
+def _schema(args: argparse.Namespace) -> Exit:
+    if args.dialect == "postgres":
+        from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
+
+        _say(EXPECTED_CHECKPOINT_SCHEMA)
+    else:
+        from agentrun.stores.sqlite import EXPECTED_SQLITE_SCHEMA
+
+        _say(EXPECTED_SQLITE_SCHEMA)
+    return Exit.CARRIED_ON
+
+
+def _agents() -> Exit:
+    for name, registered in sorted(registered_agents().items()):
+        tools = ", ".join(t.name for t in registered.definition.tools)
+        _say(
+            f"{name}  {registered.definition.revision}  model {registered.definition.model}  "
+            f"tools: {tools}"
+        )
+    return Exit.CARRIED_ON
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentrun",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Crash-safe agent runs: start, inspect, carry on, approve, resolve.",
+        epilog=EXIT_HELP + "\n\nstore URLs: sqlite:///path/state.db, redis://host:port/0, "
+        "postgresql://user@host:port/db",
+    )
+    parser.add_argument(
+        "--store",
+        default=os.environ.get("AGENTRUN_STORE", DEFAULT_STORE),
+        help="where runs are kept (env AGENTRUN_STORE; default %(default)s)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def with_run(name: str, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.add_argument("run_id", metavar="RUN_ID")
+        sub.add_argument("--tenant", required=True)
+        return sub
+
+    inspect = with_run(
+        "inspect", "show a run's frontier and what a resume would do (takes no lease)"
+    )
+    inspect.add_argument("--json", action="store_true", help="machine-readable output")
+
+    run = commands.add_parser(
+        "run",
+        help="start a run, or carry one on with --resume",
+        description="Start AGENT on --input, or carry RUN_ID on with --resume.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXIT_HELP,
+    )
+    run.add_argument("agent", nargs="?", metavar="AGENT", help="a registered agent name")
+    run.add_argument("--input", help="what to ask the agent")
+    run.add_argument("--resume", metavar="RUN_ID", help="carry this run on from its checkpoint")
+    run.add_argument("--tenant", required=True)
+    run.add_argument("--run-id", help="id for a new run (default: generated)")
+    run.add_argument("--budget-micros", type=int, help="refuse to spend more than this")
+    run.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=60.0,
+        help="seconds a lease outlives a silent worker (default %(default)s)",
+    )
+    run.add_argument("--holder", help="this worker's identity (default: host-pid-random)")
+
+    approve = with_run("approve", "approve (or --deny) the approval a run waits on")
+    approve.add_argument("--request", required=True, help="the request id `inspect` shows")
+    approve.add_argument("--deny", action="store_true")
+    approve.add_argument("--reason", default="", help="told to the model on a denial")
+    approve.add_argument("--by", default=getpass.getuser(), help="who decides (default: you)")
+
+    resolve = with_run("resolve", "answer for a call nobody can decide")
+    resolve.add_argument("--call", required=True, help="the call id `inspect` shows")
+    answer = resolve.add_mutually_exclusive_group(required=True)
+    answer.add_argument("--ran", action="store_true", help="it happened (give --result)")
+    answer.add_argument("--did-not-run", action="store_true", help="it did not happen")
+    resolve.add_argument("--result", help="with --ran: the result the call had")
+    resolve.add_argument("--by", default=getpass.getuser(), help="who answers (default: you)")
+
+    schema = commands.add_parser(
+        "schema", help="print the published DDL (never applied by the kit to PostgreSQL)"
+    )
+    schema.add_argument("dialect", choices=("sqlite", "postgres"))
+    commands.add_parser("agents", help="list the agents registered in this installation")
+    return parser
+
+
+COMMANDS: dict[str, Command] = {
+    "inspect": _inspect,
+    "run": _run,
+    "approve": _approve,
+    "resolve": _resolve,
+}
+
+
+async def _dispatch(args: argparse.Namespace) -> Exit:
+    backend = await open_backend(args.store)
+    try:
+        return await COMMANDS[args.command](args, backend)
+    finally:
+        await backend.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "schema":
+            return _schema(args)
+        if args.command == "agents":
+            return _agents()
+        return int(asyncio.run(_dispatch(args)))
+    except AgentRunError as error:
+        code = exit_for(error)
+        print(f"agentrun: {error}", file=sys.stderr, flush=True)
+        return int(code)
+    except KeyboardInterrupt:
+        return 130
+
+
+def frontier_main(argv: Sequence[str] | None = None) -> int:
+    """``agentrun inspect ...``"""
+    return main(["inspect", *(sys.argv[1:] if argv is None else argv)])
+
+
+def resume_main(argv: Sequence[str] | None = None) -> int:
+    """``agentrun run --resume ...``"""
+    return main(["run", *(sys.argv[1:] if argv is None else argv)])

@@ -1,0 +1,73 @@
+"""Two stand-in remote services with their own records, in one SQLite file.
+
+The airline deduplicates on the ``Idempotency-Key`` it is sent, as a well-behaved payment or
+booking API does; the SMS gateway does not (most don't), so a repeated send is a second message.
+``AGENTRUN_DEMO_DIR`` says where the file lives (default ``.agentrun``).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+
+def services_path() -> Path:
+    return Path(os.environ.get("AGENTRUN_DEMO_DIR", ".agentrun")) / "demo-services.db"
+
+
+def _connect() -> sqlite3.Connection:
+    path = services_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(path, timeout=10, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS bookings (key TEXT PRIMARY KEY, flight TEXT NOT NULL, "
+        "passenger TEXT NOT NULL, seat TEXT NOT NULL, requests INTEGER NOT NULL DEFAULT 1)"
+    )
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, recipient TEXT NOT NULL, "
+        "body TEXT NOT NULL)"
+    )
+    return connection
+
+
+def book_seat(flight: str, passenger: str, key: str) -> str:
+    """Book a seat, or answer with the booking already made under ``key``."""
+    with _connect() as connection:
+        connection.execute("BEGIN IMMEDIATE")
+        row = connection.execute("SELECT seat FROM bookings WHERE key = ?", (key,)).fetchone()
+        if row is not None:
+            connection.execute("UPDATE bookings SET requests = requests + 1 WHERE key = ?", (key,))
+            connection.execute("COMMIT")
+            return str(row[0])
+        count = connection.execute("SELECT count(*) FROM bookings").fetchone()[0]
+        seat = f"{12 + count}A"
+        connection.execute(
+            "INSERT INTO bookings (key, flight, passenger, seat) VALUES (?, ?, ?, ?)",
+            (key, flight, passenger, seat),
+        )
+        connection.execute("COMMIT")
+        return seat
+
+
+def send_text(recipient: str, body: str) -> int:
+    with _connect() as connection:
+        cursor = connection.execute(
+            "INSERT INTO messages (recipient, body) VALUES (?, ?)", (recipient, body)
+        )
+        return int(cursor.lastrowid or 0)
+
+
+def bookings() -> list[tuple[str, str, str, int]]:
+    with _connect() as connection:
+        rows = connection.execute(
+            "SELECT flight, passenger, seat, requests FROM bookings ORDER BY seat"
+        ).fetchall()
+        return [(str(f), str(p), str(s), int(r)) for f, p, s, r in rows]
+
+
+def messages() -> list[tuple[str, str]]:
+    with _connect() as connection:
+        rows = connection.execute("SELECT recipient, body FROM messages ORDER BY id").fetchall()
+        return [(str(r), str(b)) for r, b in rows]

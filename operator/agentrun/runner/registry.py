@@ -1,0 +1,50 @@
+"""Agents registered in the image, found through the ``agentrun.agents`` entry-point group.
+
+A deployment extends the image with a package that registers its agents; the CLI and the
+operator find them by name. Each entry point names a ``RegisteredAgent``: the definition (whose
+revision pins checkpoints) and the provider it talks to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+from agentrun.errors import ConfigurationError
+from agentrun.runner.agents import AgentDefinition
+from agentrun.runner.pricing import DEFAULT_PRICES, PriceTable
+from agentrun.runner.providers.base import Provider
+
+GROUP = "agentrun.agents"
+
+
+@dataclass(frozen=True)
+class RegisteredAgent:
+    definition: AgentDefinition
+    provider: Callable[[], Provider]
+    prices: PriceTable = DEFAULT_PRICES
+
+
+def registered_agents() -> dict[str, RegisteredAgent]:
+    agents: dict[str, RegisteredAgent] = {}
+    for point in entry_points(group=GROUP):
+        loaded = point.load()
+        if not isinstance(loaded, RegisteredAgent):
+            raise ConfigurationError(
+                f"entry point {point.name!r} ({point.value}) in group {GROUP!r} is a "
+                f"{type(loaded).__name__}, not a RegisteredAgent"
+            )
+        agents[point.name] = loaded
+    return agents
+
+
+def load_agent(name: str) -> RegisteredAgent:
+    agents = registered_agents()
+    if name not in agents:
+        known = ", ".join(sorted(agents)) or "none"
+        raise ConfigurationError(
+            f"no agent named {name!r} is registered (known: {known}); register it under the "
+            f"{GROUP!r} entry-point group of a package installed in this image"
+        )
+    return agents[name]
