@@ -1,0 +1,67 @@
+"""PostgreSQL stores (``asyncpg``): every store of a run in one database, fenced by one row.
+
+``open_backend("postgresql://user@host:port/db")`` builds a small pool, runs ``verify`` (the
+schema must already be applied, at the version this kit needs; nothing here creates a table) and
+returns the five stores sharing that pool. To share a pool the application already has, build
+the stores from it directly: each takes the pool, and optional ``PostgresTables`` for
+deployments that rename the tables (``schema_sql(tables)`` is the DDL under those names).
+
+Clocks are the database's: every expiry is ``clock_timestamp()`` on the server, never the
+caller's time. Every fenced write checks and raises the run's shared fence row in the same
+statement (the ledger: the same transaction) as the write itself.
+"""
+
+from __future__ import annotations
+
+from agentrun.stores.backend import Backend
+from agentrun.stores.postgres._shared import (
+    PostgresRefusedError,
+    PostgresTables,
+    create_pool,
+    redacted,
+)
+from agentrun.stores.postgres.checkpoints import PostgresCheckpointStore
+from agentrun.stores.postgres.history import PostgresHistoryStore
+from agentrun.stores.postgres.idempotency import PostgresIdempotencyStore
+from agentrun.stores.postgres.leases import PostgresLeaseStore
+from agentrun.stores.postgres.ledger import PostgresLedger
+from agentrun.stores.postgres.schema import (
+    EXPECTED_CHECKPOINT_SCHEMA,
+    SCHEMA_VERSION,
+    schema_sql,
+    verify,
+)
+
+__all__ = [
+    "EXPECTED_CHECKPOINT_SCHEMA",
+    "SCHEMA_VERSION",
+    "PostgresCheckpointStore",
+    "PostgresHistoryStore",
+    "PostgresIdempotencyStore",
+    "PostgresLeaseStore",
+    "PostgresLedger",
+    "PostgresRefusedError",
+    "PostgresTables",
+    "open_backend",
+    "schema_sql",
+    "verify",
+]
+
+
+async def open_backend(url: str, *, tables: PostgresTables | None = None) -> Backend:
+    """The five stores on a new pool for ``url``, after ``verify`` accepted the schema."""
+    pool = await create_pool(url)
+    try:
+        await verify(pool, tables)
+    except BaseException:
+        await pool.close()
+        raise
+    return Backend(
+        checkpoints=PostgresCheckpointStore(pool, tables=tables),
+        leases=PostgresLeaseStore(pool, tables=tables),
+        idempotency=PostgresIdempotencyStore(pool, tables=tables),
+        history=PostgresHistoryStore(pool, tables=tables),
+        ledger=PostgresLedger(pool, tables=tables),
+        url=redacted(url),
+        closer=pool.close,
+    )

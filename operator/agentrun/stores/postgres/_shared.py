@@ -1,0 +1,193 @@
+"""What every PostgreSQL store shares: table names, the pool, driver errors, and the fence.
+
+Driver errors become kit errors in exactly one place (``Database.connection``): a refused
+connection, a dead socket, a timeout or a server error is a retryable ``StoreUnavailableError``;
+data the server refuses to hold (a NUL in a JSON string, an id past the index's row size) is a
+``PostgresRefusedError``, because sending the same bytes again would be refused again. Every
+call carries a timeout of its own, so a server that stops answering fails the call in seconds
+even on a pool the caller built without a ``command_timeout``.
+
+Table names are configurable for deployments that share a database, and are the one thing put
+into SQL text rather than bound as parameters, so each is checked as a plain lower-case
+identifier before any statement is built, and quoted anyway.
+
+The fence lives in one row per (tenant, run) shared by all five stores. ``FENCE_CTE`` is the
+check-and-raise every fenced write embeds in its own statement: an upsert that locks that row,
+raises it to the writer's fence if that is higher, and returns the high-water mark as it stands
+after the lock (not as the statement's snapshot saw it). The write proper selects from it only
+when the mark equals the writer's fence, so check, raise and write are one atomic statement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from agentrun.errors import (
+    AgentRunError,
+    ConfigurationError,
+    StaleFenceError,
+    StoreUnavailableError,
+)
+
+DEFAULT_TIMEOUT = 10.0
+"""Seconds any one call may take: acquiring a connection, then the statement."""
+
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_REFUSED_CLASSES = ("22", "54")
+"""SQLSTATE classes that say the data, not the server, is the problem: data exception and
+program limit exceeded."""
+
+_DRIVER_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,
+    TimeoutError,
+)
+
+
+class PostgresRefusedError(AgentRunError):
+    """PostgreSQL refused the data itself; sending the same call again would be refused again."""
+
+    def __init__(self, store: str, operation: str, cause: BaseException) -> None:
+        self.store = store
+        self.operation = operation
+        super().__init__(
+            f"{store} could not {operation}: PostgreSQL refused the data "
+            f"({cause.__class__.__name__}: {cause}). Nothing was written; the same call will be "
+            "refused again."
+        )
+
+
+@dataclass(frozen=True)
+class PostgresTables:
+    """The table each store uses; the defaults are the names in the published DDL."""
+
+    schema_version: str = "adk_schema_version"
+    fences: str = "adk_run_fences"
+    checkpoints: str = "adk_checkpoints"
+    leases: str = "adk_run_leases"
+    idempotency: str = "adk_idempotency"
+    history: str = "adk_history_segments"
+    ledger: str = "adk_ledger"
+
+    def __post_init__(self) -> None:
+        for role, name in self.items():
+            if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+                raise ConfigurationError(
+                    f"PostgreSQL table name for {role} is {name!r}; use a plain lower-case "
+                    "identifier: a letter or underscore, then letters, digits or underscores, "
+                    "63 characters at most"
+                )
+        seen: dict[str, str] = {}
+        for role, name in self.items():
+            if name in seen:
+                raise ConfigurationError(
+                    f"PostgreSQL tables for {seen[name]} and {role} are both named {name!r}; "
+                    "each store needs a table of its own"
+                )
+            seen[name] = role
+
+    def items(self) -> Iterator[tuple[str, str]]:
+        for field in dataclasses.fields(self):
+            yield field.name, getattr(self, field.name)
+
+    def sql(self, template: str) -> str:
+        """``template`` with ``{role}`` replaced by that role's quoted table name."""
+        return template.format(**{role: f'"{name}"' for role, name in self.items()})
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages and reprs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rpartition("@")
+    user = netloc[0].partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[2]}"))
+
+
+@contextlib.contextmanager
+def translated(store: str, operation: str) -> Iterator[None]:
+    """Turn a driver error raised inside the block into the kit's error for it."""
+    try:
+        yield
+    except _DRIVER_ERRORS as error:
+        sqlstate = getattr(error, "sqlstate", None) or ""
+        if sqlstate[:2] in _REFUSED_CLASSES:
+            raise PostgresRefusedError(store, operation, error) from error
+        raise StoreUnavailableError(store, operation, error) from error
+
+
+async def create_pool(url: str) -> asyncpg.Pool:
+    """A small pool for ``url`` whose connections time out statements after ``DEFAULT_TIMEOUT``."""
+    try:
+        with translated("PostgreSQL", f"connect to {redacted(url)}"):
+            return await asyncpg.create_pool(
+                url,
+                min_size=1,
+                max_size=10,
+                timeout=DEFAULT_TIMEOUT,
+                command_timeout=DEFAULT_TIMEOUT,
+            )
+    except ValueError as error:
+        message = f"PostgreSQL URL {redacted(url)!r} is not usable: {error}"
+        raise ConfigurationError(message) from error
+
+
+class Database:
+    """A pool and the table names, with every call timed and its driver errors translated."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        tables: PostgresTables | None,
+        store: str,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.pool = pool
+        self.tables = tables or PostgresTables()
+        self.store = store
+        self.timeout = timeout
+
+    @contextlib.asynccontextmanager
+    async def connection(self, operation: str) -> AsyncIterator[Any]:
+        """A pooled connection; a driver error in the block leaves as a kit error."""
+        with translated(self.store, operation):
+            async with self.pool.acquire(timeout=self.timeout) as connection:
+                yield connection
+
+    async def fetchrow(self, operation: str, sql: str, *args: object) -> Any:
+        async with self.connection(operation) as connection:
+            return await connection.fetchrow(sql, *args, timeout=self.timeout)
+
+    async def fetch(self, operation: str, sql: str, *args: object) -> list[Any]:
+        async with self.connection(operation) as connection:
+            return list(await connection.fetch(sql, *args, timeout=self.timeout))
+
+    async def execute(self, operation: str, sql: str, *args: object) -> None:
+        async with self.connection(operation) as connection:
+            await connection.execute(sql, *args, timeout=self.timeout)
+
+
+FENCE_CTE = (
+    "fence AS ("
+    "INSERT INTO {fences} AS f (tenant, run_id, fence) VALUES ($1, $2, $3) "
+    "ON CONFLICT (tenant, run_id) DO UPDATE SET fence = GREATEST(f.fence, EXCLUDED.fence) "
+    "RETURNING f.fence AS current)"
+)
+"""Check-and-raise of the run's fence; binds tenant $1, run id $2, the writer's fence $3."""
+
+
+def admit(tenant: str, run_id: str, fence: int, current: int, what: str) -> None:
+    """Raise ``StaleFenceError`` unless ``FENCE_CTE`` admitted ``fence`` (it is the mark)."""
+    if current != fence:
+        raise StaleFenceError(run_id, tenant, fence, current, what)

@@ -1,0 +1,80 @@
+"""``PostgresCheckpointStore``: one ``jsonb`` frontier per run, written under the run's fence.
+
+A write is one statement: the shared fence CTE locks the run's fence row and checks and raises
+it, and the upsert of the frontier selects from it only if the writer's fence was admitted. So a
+superseded writer can never land a frontier, even racing the acquisition that superseded it.
+
+Payloads go in and come out as text (``$4::text::jsonb``, ``payload::text``), so the store works
+the same on a pool whose connections carry a custom ``jsonb`` codec. ``jsonb`` only holds valid
+JSON, so the one unreadable thing a read can find is JSON that is not a frontier's object (a row
+written by hand); that raises ``CheckpointFormatError`` naming the run.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from agentrun.errors import CheckpointFormatError
+from agentrun.frontier import CHECKPOINT_FORMAT
+from agentrun.stores.postgres._shared import (
+    DEFAULT_TIMEOUT,
+    FENCE_CTE,
+    Database,
+    PostgresTables,
+    admit,
+)
+
+_PUT = (
+    "WITH " + FENCE_CTE + ", written AS ("
+    "INSERT INTO {checkpoints} (tenant, run_id, fence, payload, written_at) "
+    "SELECT $1, $2, $3, $4::text::jsonb, clock_timestamp() FROM fence WHERE current = $3 "
+    "ON CONFLICT (tenant, run_id) DO UPDATE SET fence = EXCLUDED.fence, "
+    "payload = EXCLUDED.payload, written_at = EXCLUDED.written_at) "
+    "SELECT current FROM fence"
+)
+_LATEST = (
+    "SELECT payload::text AS payload, jsonb_typeof(payload) AS kind FROM {checkpoints} "
+    "WHERE tenant = $1 AND run_id = $2"
+)
+_FORGET = "DELETE FROM {checkpoints} WHERE tenant = $1 AND run_id = $2"
+
+
+class PostgresCheckpointStore:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        tables: PostgresTables | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self._db = Database(pool, tables, "PostgreSQL checkpoint store", timeout)
+        sql = self._db.tables.sql
+        self._put, self._latest, self._forget = sql(_PUT), sql(_LATEST), sql(_FORGET)
+
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        row = await self._db.fetchrow(
+            f"write the checkpoint of run {run_id!r}",
+            self._put,
+            tenant,
+            run_id,
+            fence,
+            payload.decode(),
+        )
+        admit(tenant, run_id, fence, int(row["current"]), "checkpoint write")
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None:
+        row = await self._db.fetchrow(
+            f"read the checkpoint of run {run_id!r}", self._latest, tenant, run_id
+        )
+        if row is None:
+            return None
+        if row["kind"] != "object":
+            raise CheckpointFormatError(
+                run_id, f"a JSON {row['kind']} where a frontier object belongs", CHECKPOINT_FORMAT
+            )
+        return str(row["payload"]).encode()
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self._db.execute(
+            f"forget the checkpoint of run {run_id!r}", self._forget, tenant, run_id
+        )

@@ -1,0 +1,197 @@
+"""``PostgresIdempotencyStore``: fenced claims and outcomes per key, on the database clock.
+
+``begin`` is one statement: the shared fence CTE, then an upsert that inserts the claim or, on
+conflict, rewrites the existing row to the new claim if it has expired and to itself otherwise,
+returning the row as it stands under its lock. Every caller of a 20-way race on one key thus
+reads the winner's claim, not a snapshot taken before the winner committed. Each claim carries a
+random ``claim`` id, which is how a caller tells that the row returned is its own new claim: the
+same holder beginning the same key twice under one fence gets ``won=False`` the second time.
+
+``record`` and ``abandon`` change the row only for the claim's own holder and fence, in the same
+statement as the fence check; anything else is ``StaleFenceError``. ``settle`` is a person's
+answer and is not fenced. Expiry (``ttl``) is measured by ``clock_timestamp()`` only; a claim
+without one never expires, and an expired claim reads as None.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from agentrun.errors import StaleFenceError
+from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord
+from agentrun.leases import require_positive_ttl
+from agentrun.stores.postgres._shared import (
+    DEFAULT_TIMEOUT,
+    FENCE_CTE,
+    Database,
+    PostgresTables,
+    admit,
+)
+
+_LIVE = "(expires_at IS NULL OR expires_at > clock_timestamp())"
+_REMAINING = "EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8 AS remaining"
+
+_BEGIN = (
+    "WITH " + FENCE_CTE + ", claimed AS ("
+    "INSERT INTO {idempotency} AS i "
+    "(tenant, run_id, key, state, holder, fence, outcome, expires_at, claim) "
+    "SELECT $1, $2, $4, 'in_flight', $5, $3, NULL, "
+    "clock_timestamp() + $6::float8 * interval '1 second', $7 FROM fence WHERE current = $3 "
+    "ON CONFLICT (tenant, run_id, key) DO UPDATE SET "
+    "(state, holder, fence, outcome, expires_at, claim) = ("
+    "SELECT CASE WHEN d.lapsed THEN 'in_flight' ELSE i.state END,"
+    " CASE WHEN d.lapsed THEN EXCLUDED.holder ELSE i.holder END,"
+    " CASE WHEN d.lapsed THEN EXCLUDED.fence ELSE i.fence END,"
+    " CASE WHEN d.lapsed THEN NULL ELSE i.outcome END,"
+    " CASE WHEN d.lapsed THEN d.now + $6::float8 * interval '1 second' ELSE i.expires_at END,"
+    " CASE WHEN d.lapsed THEN EXCLUDED.claim ELSE i.claim END "
+    "FROM (SELECT now, i.expires_at IS NOT NULL AND i.expires_at <= now AS lapsed "
+    "FROM (SELECT clock_timestamp() AS now) AS c) AS d) "
+    "RETURNING i.state, i.holder, i.fence, i.outcome, i.claim, "
+    "EXTRACT(EPOCH FROM i.expires_at - clock_timestamp())::float8 AS remaining) "
+    "SELECT current, claimed.* FROM fence LEFT JOIN claimed ON true"
+)
+_OWNED = (
+    "tenant = $1 AND run_id = $2 AND key = $4 AND state = 'in_flight' AND holder = $5 "
+    "AND fence = $3 AND " + _LIVE + " AND EXISTS (SELECT 1 FROM fence WHERE current = $3)"
+)
+_CURRENT = (
+    "SELECT current, (SELECT count(*) FROM changed) AS changed, "
+    "(SELECT fence FROM {idempotency} WHERE tenant = $1 AND run_id = $2 AND key = $4) "
+    "AS claim_fence FROM fence"
+)
+_RECORD = (
+    "WITH " + FENCE_CTE + ", changed AS ("
+    "UPDATE {idempotency} SET state = 'completed', outcome = $6, expires_at = NULL "
+    "WHERE " + _OWNED + " RETURNING 1) " + _CURRENT
+)
+_ABANDON = (
+    "WITH " + FENCE_CTE + ", changed AS ("
+    "DELETE FROM {idempotency} WHERE " + _OWNED + " RETURNING 1) " + _CURRENT
+)
+_READ = (
+    "SELECT state, holder, fence, outcome, " + _REMAINING + " FROM {idempotency} "
+    "WHERE tenant = $1 AND run_id = $2 AND key = $3 AND " + _LIVE
+)
+_SETTLE = (
+    "INSERT INTO {idempotency} AS i "
+    "(tenant, run_id, key, state, holder, fence, outcome, expires_at, claim) "
+    "VALUES ($1, $2, $3, 'completed', $4, 0, $5, NULL, $6) "
+    "ON CONFLICT (tenant, run_id, key) DO UPDATE SET state = 'completed', "
+    "holder = EXCLUDED.holder, outcome = EXCLUDED.outcome, expires_at = NULL"
+)
+_UNSETTLE = "DELETE FROM {idempotency} WHERE tenant = $1 AND run_id = $2 AND key = $3"
+_FORGET = "DELETE FROM {idempotency} WHERE tenant = $1 AND run_id = $2"
+
+
+class PostgresIdempotencyStore:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        tables: PostgresTables | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self._db = Database(pool, tables, "PostgreSQL idempotency store", timeout)
+        sql = self._db.tables.sql
+        self._begin, self._record, self._abandon = sql(_BEGIN), sql(_RECORD), sql(_ABANDON)
+        self._read, self._settle = sql(_READ), sql(_SETTLE)
+        self._unsettle, self._forget = sql(_UNSETTLE), sql(_FORGET)
+
+    async def begin(
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        *,
+        holder: str,
+        fence: int,
+        ttl: float | None = None,
+    ) -> Claim:
+        if ttl is not None:
+            require_positive_ttl(ttl)
+        claim = uuid.uuid4()
+        row = await self._db.fetchrow(
+            f"claim {key!r} for run {run_id!r}",
+            self._begin,
+            tenant,
+            run_id,
+            fence,
+            key,
+            holder,
+            ttl,
+            claim,
+        )
+        admit(tenant, run_id, fence, int(row["current"]), f"claim of {key}")
+        return Claim(won=row["claim"] == claim, record=_record(key, row))
+
+    async def _settle_own(
+        self,
+        sql: str,
+        what: str,
+        tenant: str,
+        run_id: str,
+        key: str,
+        holder: str,
+        fence: int,
+        *extra: object,
+    ) -> None:
+        row = await self._db.fetchrow(
+            f"{what} for run {run_id!r}", sql, tenant, run_id, fence, key, holder, *extra
+        )
+        admit(tenant, run_id, fence, int(row["current"]), what)
+        if not row["changed"]:
+            current = row["claim_fence"]
+            raise StaleFenceError(
+                run_id,
+                tenant,
+                fence,
+                fence if current is None else int(current),
+                f"{what} by {holder!r}, which does not hold the claim",
+            )
+
+    async def record(
+        self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
+    ) -> None:
+        await self._settle_own(
+            self._record, f"outcome of {key}", tenant, run_id, key, holder, fence, outcome
+        )
+
+    async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
+        await self._settle_own(
+            self._abandon, f"abandoning {key}", tenant, run_id, key, holder, fence
+        )
+
+    async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
+        row = await self._db.fetchrow(
+            f"read {key!r} of run {run_id!r}", self._read, tenant, run_id, key
+        )
+        return None if row is None else _record(key, row)
+
+    async def settle(
+        self, tenant: str, run_id: str, key: str, outcome: str | None, *, by: str
+    ) -> None:
+        operation = f"settle {key!r} of run {run_id!r}"
+        if outcome is None:
+            await self._db.execute(operation, self._unsettle, tenant, run_id, key)
+        else:
+            await self._db.execute(
+                operation, self._settle, tenant, run_id, key, by, outcome, uuid.uuid4()
+            )
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self._db.execute(f"forget the claims of run {run_id!r}", self._forget, tenant, run_id)
+
+
+def _record(key: str, row: asyncpg.Record) -> IdempotencyRecord:
+    remaining = row["remaining"]
+    return IdempotencyRecord(
+        key=key,
+        state=ClaimState(row["state"]),
+        holder=str(row["holder"]),
+        fence=int(row["fence"]),
+        outcome=row["outcome"],
+        remaining=None if remaining is None else max(0.0, float(remaining)),
+    )
