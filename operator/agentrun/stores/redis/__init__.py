@@ -1,0 +1,156 @@
+"""The Redis backend: five stores sharing one client, one key prefix and one fence key per run.
+
+URL forms accepted by ``open_backend``::
+
+    redis://[user:password@]host:port/db           one server
+    rediss://...                                   the same over TLS
+    redis://host:port/0?cluster=true               a Redis Cluster, found from this one node
+
+and these query options, which the kit reads and removes before the driver sees the URL:
+
+* ``cluster=true`` — talk to a Redis Cluster (``redis.asyncio.cluster.RedisCluster``); the
+  database must be 0. Every key of a run shares one hash tag, so the stores need nothing else.
+* ``prefix=NAME`` — the key namespace (default ``agentrun``; no braces).
+* ``max_value_bytes=N`` — the largest checkpoint payload sent (default 512 MiB).
+
+Any other query option (``socket_timeout=5``, ...) is the driver's. Sockets time out after
+``SOCKET_TIMEOUT_S`` by default and a failed call is not retried by the driver, so a dead or
+frozen server fails a call in seconds with ``StoreUnavailableError`` instead of hanging the run;
+whether to try again is the caller's decision, made on ``retryable``.
+
+Key layout (one run; ``T`` and ``R`` are the percent-encoded tenant and run id, see ``_shared``)::
+
+    agentrun:{T:R}:fence        string  the fence high-water mark shared by all five stores
+    agentrun:{T:R}:checkpoint   string  the newest frontier
+    agentrun:{T:R}:lease        hash    holder, fence, expires (server microseconds)
+    agentrun:{T:R}:claims       hash    idempotency key -> JSON record
+    agentrun:{T:R}:history      hash    segment handle -> segment bytes
+    agentrun:{T:R}:charges      hash    charge id -> micros
+    agentrun:{T:R}:spent        string  the run's total, in micros
+
+``forget`` on any store drops that store's keys and never the fence key, so fences keep rising.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from agentrun.errors import ConfigurationError, StoreUnavailableError
+from agentrun.stores.backend import Backend
+from agentrun.stores.redis._shared import (
+    DEFAULT_PREFIX,
+    DRIVER_ERRORS,
+    Client,
+    UnreadableRecordError,
+)
+from agentrun.stores.redis.checkpoints import DEFAULT_MAX_VALUE_BYTES, RedisCheckpointStore
+from agentrun.stores.redis.history import RedisHistoryStore
+from agentrun.stores.redis.idempotency import RedisIdempotencyStore
+from agentrun.stores.redis.leases import RedisLeaseStore
+from agentrun.stores.redis.ledger import RedisLedger
+
+__all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
+    "DEFAULT_PREFIX",
+    "SOCKET_TIMEOUT_S",
+    "RedisCheckpointStore",
+    "RedisHistoryStore",
+    "RedisIdempotencyStore",
+    "RedisLeaseStore",
+    "RedisLedger",
+    "UnreadableRecordError",
+    "backend_on",
+    "open_backend",
+]
+
+SOCKET_TIMEOUT_S = 2.0
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+
+
+def backend_on(
+    client: Client,
+    *,
+    prefix: str = DEFAULT_PREFIX,
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    url: str = "redis://",
+) -> Backend:
+    """The five stores on ``client``; closing the backend closes the client."""
+    return Backend(
+        checkpoints=RedisCheckpointStore(client, prefix=prefix, max_value_bytes=max_value_bytes),
+        leases=RedisLeaseStore(client, prefix=prefix),
+        idempotency=RedisIdempotencyStore(client, prefix=prefix),
+        history=RedisHistoryStore(client, prefix=prefix),
+        ledger=RedisLedger(client, prefix=prefix),
+        url=url,
+        closer=client.aclose,
+    )
+
+
+def _flag(url: str, value: str) -> bool:
+    if value.lower() in _TRUE + _FALSE:
+        return value.lower() in _TRUE
+    raise ConfigurationError(f"store URL {url!r}: cluster={value!r} is not true or false")
+
+
+def _size(url: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigurationError(
+            f"store URL {url!r}: max_value_bytes={value!r} is not a whole number of bytes"
+        ) from None
+
+
+async def open_backend(url: str) -> Backend:
+    """Open the five Redis stores ``url`` names (the forms are in this module's docstring).
+
+    A single server is not contacted until a store is used, so a Redis that is briefly down at
+    start-up costs the first calls, not the process. A Cluster's slot map is read here, once:
+    left to the first calls, many of them racing the driver's lazy start-up (redis-py 8) can
+    break each other's connections. A Cluster that cannot be reached raises
+    ``StoreUnavailableError`` (retryable).
+    """
+    parts = urlsplit(url)
+    driver_query: list[tuple[str, str]] = []
+    cluster, prefix, max_value_bytes = False, DEFAULT_PREFIX, DEFAULT_MAX_VALUE_BYTES
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name == "cluster":
+            cluster = _flag(url, value)
+        elif name == "prefix":
+            prefix = value
+        elif name == "max_value_bytes":
+            max_value_bytes = _size(url, value)
+        else:
+            driver_query.append((name, value))
+    driver_url = urlunsplit(parts._replace(query=urlencode(driver_query)))
+    client: Client
+    if cluster:
+        if parts.path not in ("", "/", "/0"):
+            raise ConfigurationError(
+                f"store URL {url!r}: a Redis Cluster has only database 0; drop {parts.path!r}"
+            )
+        cluster_client = RedisCluster.from_url(
+            driver_url,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+        )
+        try:
+            await cluster_client.initialize()
+        except DRIVER_ERRORS as error:
+            await cluster_client.aclose()
+            raise StoreUnavailableError("Redis Cluster", "read its slot map", error) from error
+        client = cluster_client
+    else:
+        client = Redis.from_url(
+            driver_url,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+            retry=Retry(NoBackoff(), 0),
+        )
+    return backend_on(client, prefix=prefix, max_value_bytes=max_value_bytes, url=url)
