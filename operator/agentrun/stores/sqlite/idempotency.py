@@ -24,11 +24,12 @@ from agentrun.stores.sqlite._database import (
     seconds,
 )
 
-_LIVE = (
-    f"SELECT state, holder, fence, outcome, expires_us - {NOW_US} FROM agentrun_idempotency "
-    f"WHERE tenant = ? AND run_id = ? AND key = ? AND (expires_us IS NULL OR expires_us > {NOW_US})"
-)
 _WHERE = "WHERE tenant = ? AND run_id = ? AND key = ?"
+_RECORD = (
+    f"SELECT state, holder, fence, outcome, expires_us - {NOW_US} "
+    f"FROM agentrun_idempotency {_WHERE}"
+)
+_LIVE = f"{_RECORD} AND (expires_us IS NULL OR expires_us > {NOW_US})"
 
 
 def _record(key: str, row: Row) -> IdempotencyRecord:
@@ -89,7 +90,9 @@ class SqliteIdempotencyStore:
                 "ON CONFLICT (tenant, run_id, key) DO NOTHING",
                 (*at, holder, fence, None if ttl is None else micros(ttl)),
             ).rowcount
-            return Claim(won=inserted == 1, record=_record(key, one(connection, _LIVE, at)))
+            # The row is the one just inserted or the one that was live at the DELETE; it is read
+            # unfiltered so a claim lapsing between two statements is still reported as found.
+            return Claim(won=inserted == 1, record=_record(key, one(connection, _RECORD, at)))
 
         return await self._database.write(f"claim {key} for run {run_id!r}", work)
 
