@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from tests.support.postgres_server import PostgresServer, postgres_server
 
 from agentrun.stores.backend import Backend
 from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA, open_backend
+from tests.support.postgres_server import PostgresServer, postgres_server
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,12 @@
 """Throwaway PostgreSQL servers for the tests, from the Debian package's binaries.
 
 Each server is a fresh ``initdb`` in its own temporary folder, started by ``pg_ctl`` on a free
-loopback port with its socket in that folder, trust authentication and no fsync (nothing here has
-to survive a power cut, and a start then takes about a second). PostgreSQL refuses to run as
-root, so when the tests run as root the folder is handed to the ``postgres`` system user the
-Debian package creates and every server command runs through ``runuser``.
+loopback port with its socket in that folder, trust authentication and no fsync: nothing here
+has to survive a power cut, and a start then takes about a second. Commits stay synchronous, so
+what a call was told is committed survives the server being killed (the fault tests kill it).
+PostgreSQL refuses to run as root, so when the tests run as root the folder is handed to the
+``postgres`` system user the Debian package creates and every server command runs through
+``runuser``.
 
 The binaries are found through ``$PG_BINDIR``, then ``pg_config --bindir``, then the newest
 ``/usr/lib/postgresql/*/bin``. A missing one fails the test with the command that installs it:
@@ -108,7 +110,7 @@ class PostgresServer:
         """Start the server on its port (again, after ``stop``) and wait until it answers."""
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder} "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+            "-c fsync=off -c full_page_writes=off "
             "-c max_connections=200"
         )
         self._run(
