@@ -25,8 +25,9 @@ What NORMAL can lose is the last transactions before a power loss or kernel cras
 fsyncs the WAL only at checkpoints. The kit writes a tool call's intent before the tool is handed
 the call, and that record must outlive whatever the tool did: a seat booked with an airline
 survives this machine losing power, so the record that says "this was dispatched" must too.
-FULL fsyncs the WAL at every commit; it is the price of that promise (see the measured cost of a
-checkpoint ``put`` in the project's notes).
+FULL fsyncs the WAL at every commit; that is the price of the promise. Measured on the
+development machine (SQLite 3.40, ext4 on a virtual disk), a checkpoint ``put`` took 0.22 ms
+(median) for 10 KB and 1.7 ms for 1 MiB with FULL, against 0.05 ms and 1.0 ms with NORMAL.
 
 **The database's clock.** ``NOW_US`` is the database's own ``julianday('now')`` as integer
 microseconds since the Unix epoch. SQLite's 'now' has millisecond resolution and is the same for
