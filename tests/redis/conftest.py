@@ -12,14 +12,14 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+
+from agentrun.stores.backend import Backend, open_backend
 from tests.support.redis_server import (
     RedisClusterServers,
     RedisServer,
     redis_cluster,
     redis_server,
 )
-
-from agentrun.stores.backend import Backend, open_backend
 
 TOPOLOGIES = ("single", "cluster")
 

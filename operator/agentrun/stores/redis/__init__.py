@@ -16,7 +16,9 @@ and these query options, which the kit reads and removes before the driver sees 
 Any other query option (``socket_timeout=5``, ...) is the driver's. Sockets time out after
 ``SOCKET_TIMEOUT_S`` by default and a failed call is not retried by the driver, so a dead or
 frozen server fails a call in seconds with ``StoreUnavailableError`` instead of hanging the run;
-whether to try again is the caller's decision, made on ``retryable``.
+whether to try again is the caller's decision, made on ``retryable``. The clients speak RESP2:
+over RESP3, redis-py 8 skips its check for a pooled connection that the server has closed, so the
+first call after a Redis restart would fail although the server is back.
 
 Key layout (one run; ``T`` and ``R`` are the percent-encoded tenant and run id, see ``_shared``)::
 
@@ -139,6 +141,7 @@ async def open_backend(url: str) -> Backend:
             driver_url,
             socket_timeout=SOCKET_TIMEOUT_S,
             socket_connect_timeout=SOCKET_TIMEOUT_S,
+            protocol=2,
         )
         try:
             await cluster_client.initialize()
@@ -152,5 +155,6 @@ async def open_backend(url: str) -> Backend:
             socket_timeout=SOCKET_TIMEOUT_S,
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             retry=Retry(NoBackoff(), 0),
+            protocol=2,
         )
     return backend_on(client, prefix=prefix, max_value_bytes=max_value_bytes, url=url)
