@@ -58,15 +58,14 @@ def find_binary(name: str, env_var: str, install_hint: str) -> str:
     if found:
         return found
     pytest.fail(
-        f"{name} not found (looked at ${env_var}, {bin_dir()} and PATH); {install_hint}",
+        f"{name} not found (looked at ${env_var}, {bin_dir()} and PATH); {install_hint} "
+        f"or point {env_var} at one",
         pytrace=False,
     )
 
 
 def kube_apiserver_binary() -> str:
-    return find_binary(
-        "kube-apiserver", "KUBE_APISERVER", f"run `{KUBE_TOOLS}` to build it (or set it)"
-    )
+    return find_binary("kube-apiserver", "KUBE_APISERVER", f"run `{KUBE_TOOLS}` to build it")
 
 
 def etcd_binary() -> str:
@@ -80,11 +79,11 @@ def kubectl_binary() -> str:
 
 
 def helm_binary() -> str:
-    return find_binary("helm", "HELM", f"run `{KUBE_TOOLS}` to build it (or set it)")
+    return find_binary("helm", "HELM", f"run `{KUBE_TOOLS}` to build it")
 
 
 def hadolint_binary() -> str:
-    return find_binary("hadolint", "HADOLINT", f"run `{KUBE_TOOLS}` to install it (or set it)")
+    return find_binary("hadolint", "HADOLINT", f"run `{KUBE_TOOLS}` to install it")
 
 
 def free_port() -> int:
@@ -171,6 +170,7 @@ class ControlPlane:
 
 
 def _wait_ready(
+    name: str,
     url: str,
     process: subprocess.Popen[bytes],
     log: Path,
@@ -184,8 +184,7 @@ def _wait_ready(
     while True:
         if process.poll() is not None:
             pytest.fail(
-                f"{Path(str(process.args[0])).name} exited with {process.returncode} "
-                f"before {url} was ready:\n{_tail(log)}",
+                f"{name} exited with {process.returncode} before {url} was ready:\n{_tail(log)}",
                 pytrace=False,
             )
         try:
@@ -233,7 +232,7 @@ def start_control_plane(workdir: Path) -> ControlPlane:
         )
     apiserver: subprocess.Popen[bytes] | None = None
     try:
-        _wait_ready(f"{etcd_url}/health", etcd, etcd_log, deadline)
+        _wait_ready("etcd", f"{etcd_url}/health", etcd, etcd_log, deadline)
         apiserver_log = workdir / "kube-apiserver.log"
         with apiserver_log.open("wb") as out:
             apiserver = subprocess.Popen(
@@ -262,7 +261,9 @@ def start_control_plane(workdir: Path) -> ControlPlane:
             )
         server = f"https://127.0.0.1:{secure_port}"
         context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
-        _wait_ready(f"{server}/readyz", apiserver, apiserver_log, deadline, context, token)
+        _wait_ready(
+            "kube-apiserver", f"{server}/readyz", apiserver, apiserver_log, deadline, context, token
+        )
     except BaseException:
         if apiserver is not None:
             _stop(apiserver)
