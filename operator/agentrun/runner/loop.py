@@ -64,6 +64,10 @@ logger = logging.getLogger(__name__)
 BoundaryObserver = Callable[[Checkpoint, WriteReceipt | None, Exception | None], Awaitable[None]]
 
 
+class _Interrupted(Exception):
+    """Internal: the caller asked the run to stop; it stops before its next step."""
+
+
 class _Paused(Exception):
     """Internal: the run stops here to wait on a person."""
 
@@ -92,8 +96,12 @@ class _Run:
     journal: list[str] = field(default_factory=list)
     history_bytes: int = 0
     resumed: bool = False
+    stop: Callable[[], bool] | None = None
 
     def ensure_held(self) -> None:
+        """Before every model call and every dispatch: still ours, and still wanted?"""
+        if self.stop is not None and self.stop():
+            raise _Interrupted
         if self.lease is not None:
             self.lease.ensure_held()
 
@@ -140,8 +148,13 @@ class AgentRunner:
         user: str | None = None,
         grant: str | None = None,
         scopes: Sequence[str] = (),
+        stop: Callable[[], bool] | None = None,
     ) -> RunResult:
-        """Start a new run; refuses a run id that already has a checkpoint (resume it)."""
+        """Start a new run; refuses a run id that already has a checkpoint (resume it).
+
+        ``stop`` is asked before every model call and every dispatch; once it says yes the run
+        stops there (status ``interrupted``), at a point a resume carries on from cleanly.
+        """
         run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
         async with self._held(tenant, run_id) as lease:
             if await self.checkpoints.store.latest(tenant, run_id) is not None:
@@ -161,6 +174,7 @@ class AgentRunner:
                 grant=grant,
                 scopes=tuple(scopes),
                 user=user,
+                stop=stop,
             )
             return await self._drive(state, deadline, self._loop(state))
 
@@ -172,6 +186,7 @@ class AgentRunner:
         tenant: str,
         deadline: float | None = None,
         budget_micros: int | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> RunResult:
         """Carry a run on from its checkpoint, deciding every call that was outstanding."""
         if self.leases is None:
@@ -183,7 +198,7 @@ class AgentRunner:
                 messages = await self.checkpoints.transcript(checkpoint)
                 plan = await plan_resume(checkpoint, self.idempotency)
                 return await self._carry_on(
-                    agent, checkpoint, messages, plan, None, deadline, budget_micros
+                    agent, checkpoint, messages, plan, None, deadline, budget_micros, stop
                 )
             finally:
                 await release_resume(self.idempotency, tenant, run_id, claim)
@@ -205,6 +220,7 @@ class AgentRunner:
                 lease,
                 deadline,
                 budget_micros,
+                stop,
             )
 
     # -- resume -------------------------------------------------------------------------------
@@ -218,6 +234,7 @@ class AgentRunner:
         lease: Leaseholder | None,
         deadline: float | None,
         budget_micros: int | None,
+        stop: Callable[[], bool] | None,
     ) -> RunResult:
         if checkpoint.agent_revision != agent.revision:
             raise RevisionMismatchError(
@@ -245,6 +262,7 @@ class AgentRunner:
             scopes=checkpoint.scopes,
             user=checkpoint.user,
             resumed=True,
+            stop=stop,
         )
         if self.ledger is not None:
             state.cost_micros = await self.ledger.spent(state.tenant, state.run_id)
@@ -283,6 +301,8 @@ class AgentRunner:
         try:
             async with asyncio.timeout(deadline):
                 return await work
+        except _Interrupted:
+            return self._result(state, RunStatus.INTERRUPTED)
         except _Paused as paused:
             return self._result(state, RunStatus.AWAITING_APPROVAL, approval=paused.approval)
         except TimeoutError:

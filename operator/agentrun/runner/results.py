@@ -17,6 +17,7 @@ class RunStatus(StrEnum):
     DEADLINE_EXCEEDED = "deadline_exceeded"
     MAX_ITERATIONS = "max_iterations"
     CONTINUED = "continued"
+    INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)

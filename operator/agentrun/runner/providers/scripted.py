@@ -34,13 +34,15 @@ class ScriptedProvider:
         calls = []
         for index, raw in enumerate(raw_calls):
             assert isinstance(raw, dict)
+            arguments = raw.get("arguments") or {}
+            assert isinstance(arguments, dict)
             calls.append(
                 ToolCall(
                     id=str(raw.get("id") or f"call_{turn}_{index}"),
                     name=str(raw["name"]),
-                    arguments=dict(raw.get("arguments") or {}),
+                    arguments=arguments,
                 )
-            )  # type: ignore[arg-type]
+            )
         usage = step.get("usage") or {}
         return ModelReply(
             text=str(step.get("text", "")),
