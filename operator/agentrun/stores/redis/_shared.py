@@ -57,13 +57,13 @@ T = TypeVar("T")
 class UnreadableRecordError(AgentRunError):
     """A record stored for a run cannot be parsed; it was left as it is."""
 
-    def __init__(self, run_id: str, tenant: str, what: str, detail: str) -> None:
+    def __init__(self, run_id: str, tenant: str, detail: str) -> None:
         self.run_id = run_id
         self.tenant = tenant
         super().__init__(
-            f"the {what} of run {run_id!r} of tenant {tenant!r} in Redis cannot be read "
-            f"({detail}). It was not written by this kit or was damaged; it was left untouched. "
-            "Inspect or delete the run's keys by hand."
+            f"a record of run {run_id!r} of tenant {tenant!r} in Redis cannot be read: "
+            f"{detail}. It was not written by this kit, or was damaged, and was left untouched; "
+            "inspect or delete the run's keys by hand."
         )
 
 
@@ -195,7 +195,9 @@ class RedisStore:
             message = str(error)
             if message.startswith(UNREADABLE):
                 detail = message.removeprefix(UNREADABLE).split(" script:", 1)[0].strip()
-                raise UnreadableRecordError(run.run_id, run.tenant, operation, detail) from None
+                raise UnreadableRecordError(
+                    run.run_id, run.tenant, f"{detail} (while trying to {operation})"
+                ) from None
             raise StoreUnavailableError(self.name, operation, error) from error
         except DRIVER_ERRORS as error:
             raise StoreUnavailableError(self.name, operation, error) from error

@@ -127,7 +127,9 @@ def _view(run: RunKeys, key: str, raw: bytes | int, now: bytes | int) -> Idempot
         stored = _Stored.model_validate_json(raw if isinstance(raw, bytes) else str(raw))
     except ValidationError as error:
         raise UnreadableRecordError(
-            run.run_id, run.tenant, f"idempotency record {key!r}", str(error)
+            run.run_id,
+            run.tenant,
+            f"idempotency record {key!r} is not one this kit wrote ({error})",
         ) from None
     remaining = (
         None if stored.expires is None else max(0.0, (stored.expires - int(text(now))) / 1_000_000)

@@ -74,7 +74,7 @@ class RedisLedger(RedisStore):
             return int(total)
         except ValueError:
             raise UnreadableRecordError(
-                run_id, tenant, "total spent", f"{total[:40]!r} is not an integer"
+                run_id, tenant, f"the total spent, {total[:40]!r}, is not an integer"
             ) from None
 
     async def forget(self, tenant: str, run_id: str) -> None:
