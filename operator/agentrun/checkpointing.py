@@ -15,6 +15,7 @@ added since the previous write of that run, and the frontier carries the chain's
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -58,6 +59,8 @@ class WriteReceipt:
     iteration: int
     size: int
     written_at: datetime
+    seconds: float
+    """How long masking, encoding and the store's write took together."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class Checkpointer:
         """
         if not self.writes_at(checkpoint.boundary):
             return None
+        started = time.perf_counter()
         try:
             payload = encode(await self._persistable(checkpoint))
             if len(payload) > self.policy.max_bytes:
@@ -111,7 +115,11 @@ class Checkpointer:
             return None
         self.last_error = None
         self.last_write = WriteReceipt(
-            checkpoint.boundary, checkpoint.iteration, len(payload), datetime.now(UTC)
+            checkpoint.boundary,
+            checkpoint.iteration,
+            len(payload),
+            datetime.now(UTC),
+            time.perf_counter() - started,
         )
         return self.last_write
 
