@@ -18,6 +18,7 @@ cd "$(dirname "$0")/.."
 
 KUBE_VERSION=v1.32.13 # keep in step with hack/kube/go.mod
 HELM_VERSION=v3.17.3
+HELM_KUBE_MINOR=32 # the client-go minor helm $HELM_VERSION is built with
 HADOLINT_VERSION=2.15.1
 
 BIN_DIR="${AGENTRUN_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agentrun/bin}"
@@ -62,16 +63,24 @@ build_kubectl() {
   current kubectl "$KUBE_VERSION" || build_kube_command kubectl
 }
 
+# helm's Makefile stamps its version and the Kubernetes version `helm template` and `helm lint`
+# assume (that of the client-go it is built with, 1.32 for helm 3.17); `go install` alone leaves
+# them at "v3.17" and 1.20, and a chart requiring a newer Kubernetes fails to render.
 build_helm() {
   if [ -n "${HELM:-}" ]; then
     echo "==> helm: using HELM=$HELM"
     return
   fi
-  current helm "$HELM_VERSION" && return
+  local wanted="$HELM_VERSION kube-1.$HELM_KUBE_MINOR" pkg ldflags
+  current helm "$wanted" && return
   echo "==> go install helm $HELM_VERSION"
-  GOBIN="$BIN_DIR" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" \
+  ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$HELM_KUBE_MINOR"
+  done
+  GOBIN="$BIN_DIR" CGO_ENABLED=0 go install -trimpath -ldflags "$ldflags" \
     "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-  stamp helm "$HELM_VERSION"
+  stamp helm "$wanted"
 }
 
 install_hadolint() {

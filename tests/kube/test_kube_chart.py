@@ -33,7 +33,7 @@ def helm() -> str:
 
 @pytest.fixture(scope="module")
 def kube_version(kube: Kube) -> str:
-    """The API server's version: helm built with `go install` assumes an old one for templates."""
+    """The API server's version, so that `helm template` renders for the server it applies to."""
     version: str = json.loads(kube.kubectl("version", "-o", "json").stdout)["serverVersion"][
         "gitVersion"
     ]
