@@ -110,9 +110,13 @@ def _canonical(value: JsonValue, path: str) -> JsonValue:
     if isinstance(value, list):
         return [_canonical(item, f"{path}[{index}]") for index, item in enumerate(value)]
     if isinstance(value, dict):
+        # Tagged like numbers are, so an argument that is the object {"$n": "2"} and one that
+        # is the number 2 never share a key.
         return {
-            unicodedata.normalize("NFC", key): _canonical(item, f"{path}.{key}")
-            for key, item in value.items()
+            "$o": {
+                unicodedata.normalize("NFC", key): _canonical(item, f"{path}.{key}")
+                for key, item in value.items()
+            }
         }
     raise ConfigurationError(f"idempotency key argument {path} is not JSON: {type(value).__name__}")
 

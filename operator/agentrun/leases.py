@@ -46,9 +46,7 @@ class RunLease(FrozenModel):
     def superseded_by(self, other: RunLease) -> bool:
         """True when ``other`` is a later tenure of the same run (a higher fence)."""
         return (
-            other.tenant == self.tenant
-            and other.run_id == self.run_id
-            and other.fence > self.fence
+            other.tenant == self.tenant and other.run_id == self.run_id and other.fence > self.fence
         )
 
 
@@ -91,22 +89,38 @@ class Leaseholder:
 
     ``lost`` is set the moment the lease is taken by another holder, or when it would lapse
     before a renewal could land. Check it (``ensure_held``) before every side effect.
+
+    The holder gives the lease up a margin (the renewal retry interval) *before* its deadline:
+    a side effect started at the deadline itself would land after the lease lapsed. The deadline
+    is counted from when the request was sent (``taken_at`` for a lease acquired elsewhere), never
+    from when the answer arrived, so it errs early.
     """
 
-    def __init__(self, store: LeaseStore, lease: RunLease, policy: LeasePolicy) -> None:
+    def __init__(
+        self,
+        store: LeaseStore,
+        lease: RunLease,
+        policy: LeasePolicy,
+        *,
+        taken_at: float | None = None,
+    ) -> None:
         self._store = store
         self._policy = policy
         self.lease = lease
         self.lost = asyncio.Event()
         self.lost_reason = ""
-        self._deadline = time.monotonic() + min(lease.remaining, policy.ttl)
+        sent = time.monotonic() if taken_at is None else taken_at
+        self._deadline = sent + min(lease.remaining, policy.ttl)
+        self._margin = min(1.0, policy.renew_within / 10)
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
     async def acquire(
         cls, store: LeaseStore, tenant: str, run_id: str, holder: str, policy: LeasePolicy
     ) -> Leaseholder:
-        return cls(store, await store.acquire(tenant, run_id, holder, ttl=policy.ttl), policy)
+        sent = time.monotonic()
+        lease = await store.acquire(tenant, run_id, holder, ttl=policy.ttl)
+        return cls(store, lease, policy, taken_at=sent)
 
     @property
     def fence(self) -> int:
@@ -114,7 +128,7 @@ class Leaseholder:
 
     def ensure_held(self) -> None:
         """Raise if the lease is lost or would lapse before another renewal."""
-        if not self.lost.is_set() and time.monotonic() >= self._deadline:
+        if not self.lost.is_set() and time.monotonic() >= self._last_safe_moment:
             self._lose("it would lapse before it could be renewed")
         if self.lost.is_set():
             raise RunLeaseError(
@@ -146,6 +160,10 @@ class Leaseholder:
             except AgentRunError as error:
                 logger.warning("could not release lease on %s: %s", self.lease.run_id, error)
 
+    @property
+    def _last_safe_moment(self) -> float:
+        return self._deadline - self._margin
+
     def _lose(self, reason: str) -> None:
         if not self.lost.is_set():
             self.lost_reason = reason
@@ -155,13 +173,12 @@ class Leaseholder:
             )
 
     async def _renew_forever(self) -> None:
-        retry = min(1.0, self._policy.renew_within / 10)
         while not self.lost.is_set():
             renew_at = self._deadline - self._policy.renew_within
             await asyncio.sleep(max(0.0, renew_at - time.monotonic()))
             sent = time.monotonic()
-            if sent >= self._deadline:
-                self._lose("it lapsed before a renewal succeeded")
+            if sent >= self._last_safe_moment:
+                self._lose("it would lapse before a renewal could succeed")
                 return
             try:
                 lease = await self._store.renew(self.lease, ttl=self._policy.ttl)
@@ -172,9 +189,11 @@ class Leaseholder:
                 if not error.retryable:
                     self._lose(str(error))
                     return
-                logger.warning("renewing lease on %s failed, retrying: %s", self.lease.run_id,
-                               error)
-                await asyncio.sleep(min(retry, max(0.0, self._deadline - time.monotonic())))
+                logger.warning(
+                    "renewing lease on %s failed, retrying: %s", self.lease.run_id, error
+                )
+                wait = min(self._margin, self._last_safe_moment - time.monotonic())
+                await asyncio.sleep(max(0.0, wait))
                 continue
             self.lease = lease
             self._deadline = sent + min(lease.remaining, self._policy.ttl)

@@ -6,11 +6,33 @@ persists them as they are here.
 
 from __future__ import annotations
 
+import base64
 from typing import Annotated, Literal
 
-from pydantic import Base64Bytes, Field, JsonValue
+from pydantic import BeforeValidator, Field, JsonValue, PlainSerializer
 
 from agentrun._base import FrozenModel
+
+
+def _from_base64(value: object) -> object:
+    return base64.b64decode(value, validate=True) if isinstance(value, str) else value
+
+
+def _to_base64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+Base64Data = Annotated[
+    bytes,
+    BeforeValidator(_from_base64),
+    PlainSerializer(_to_base64, return_type=str, when_used="json"),
+]
+"""Raw bytes in Python, base64 text in the persisted JSON.
+
+Not pydantic's ``Base64Bytes``: that decodes whatever it is given, so ``BinaryPart(data=raw)``
+would silently keep other bytes than the caller's (or refuse them). Here bytes are taken as they
+are and only text, which is what a stored payload carries, is read as base64.
+"""
 
 
 class TextPart(FrozenModel):
@@ -23,7 +45,7 @@ class BinaryPart(FrozenModel):
 
     kind: Literal["binary"] = "binary"
     media_type: str
-    data: Base64Bytes
+    data: Base64Data
 
 
 Part = Annotated[TextPart | BinaryPart, Field(discriminator="kind")]

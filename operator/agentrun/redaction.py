@@ -9,8 +9,9 @@ What is masked: the text of every message, every string nested anywhere in tool-
 What is not: identities the kit keys on (run id, tenant, agent, call ids), and binary parts —
 masking bytes produces a payload that is neither the original nor honestly empty.
 
-Each pattern has one group, ``secret``, which is what gets replaced; the text around it (``Bearer ``,
-``password=``, the scheme of a URL) survives, so the masked transcript still reads sensibly.
+Each pattern has one group, ``secret``, which is what gets replaced; the text around it
+(``Bearer ``, ``password=``, the scheme of a URL) survives, so the masked transcript still reads
+sensibly.
 """
 
 from __future__ import annotations
@@ -27,9 +28,18 @@ from agentrun.messages import Message, TextPart, ToolCall
 MASK = "[REDACTED]"
 
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("pem-private-key",
-     r"(?P<secret>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----)"),
-    ("openai-or-anthropic", r"\b(?P<secret>sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{20,}[A-Za-z0-9_-]*)"),
+    (
+        "pem-private-key",
+        r"(?P<secret>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?"
+        r"-----END [A-Z0-9 ]*PRIVATE KEY-----)",
+    ),
+    # After a known prefix the body is base64url ('-' and '_' anywhere, even first); otherwise
+    # a few dash-separated segments before a 20-run, bounded so text full of "sk-" stays linear.
+    (
+        "openai-or-anthropic",
+        r"\b(?P<secret>sk-(?:(?:proj|svcacct|admin|None|ant-[a-z]+\d*)-[A-Za-z0-9_-]{20,}"
+        r"|(?:[A-Za-z0-9_]+-){0,6}[A-Za-z0-9_]{20,}[A-Za-z0-9_-]*))",
+    ),
     ("google-api-key", r"\b(?P<secret>AIza[0-9A-Za-z_-]{35})"),
     ("google-oauth", r"\b(?P<secret>ya29\.[0-9A-Za-z_-]{20,})"),
     ("stripe", r"\b(?P<secret>(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,})"),
@@ -47,13 +57,21 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("shopify", r"\b(?P<secret>shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32})"),
     ("twilio", r"\b(?P<secret>SK[0-9a-f]{32})\b"),
     ("jwt", r"\b(?P<secret>eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,})"),
-    ("bearer", r"\b[Bb]earer\s+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)"),
+    (
+        "bearer",
+        r"\b[Bb]earer\s+(?P<secret>(?=[A-Za-z._~+/-]*[0-9]|[A-Za-z0-9._~+/-]{20})"
+        r"[A-Za-z0-9._~+/-]{8,}=*)",
+    ),
     ("basic", r"\bBasic\s+(?P<secret>(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{12,}={0,2})"),
-    ("url-credentials", r"[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[^/\s:@]+:[^/\s@]+)@"),
-    ("assignment",
-     r"(?i)\b(?:password|passwd|pwd|passphrase|secret|client[_-]?secret|api[_-]?key|apikey"
-     r"|access[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|refresh[_-]?token"
-     r"|private[_-]?key|x-api-key)\b[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;&}]{3,})"),
+    # The scheme is bounded: unbounded, a long run of [A-Za-z0-9+.-] is scanned in quadratic time.
+    ("url-credentials", r"[A-Za-z][A-Za-z0-9+.-]{0,31}://(?P<secret>[^/\s:@]*:[^/\s@]+)@"),
+    (
+        "assignment",
+        r"(?i)\b(?:[a-z0-9]+[_-]){0,4}"  # a prefix: DB_PASSWORD, aws_secret_access_key
+        r"(?:password|passwd|pwd|passphrase|secret|client[_-]?secret|api[_-]?key|apikey"
+        r"|access[_-]?key|secret[_-]?key|access[_-]?token|auth[_-]?token|refresh[_-]?token"
+        r"|private[_-]?key|x-api-key)\b[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;&}]{3,})",
+    ),
 )
 
 
