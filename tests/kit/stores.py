@@ -1,0 +1,163 @@
+"""Fault injectors and counters wrapped around the memory stores.
+
+Each class implements a store protocol by delegating to a real memory store, and either counts
+what passed through it or fails on purpose. None of them imitates a store's semantics; they only
+make a real store observable or unreliable in one precise way.
+"""
+
+from __future__ import annotations
+
+from agentrun.checkpointing import CheckpointStore
+from agentrun.errors import AgentRunError, StoreUnavailableError
+from agentrun.history import HistoryStore
+from agentrun.idempotency import Claim, IdempotencyRecord, IdempotencyStore
+from agentrun.leases import LeaseStore, RunLease
+
+
+class CountingCheckpointStore:
+    """Counts ``latest`` and ``put`` calls on a real checkpoint store."""
+
+    def __init__(self, inner: CheckpointStore) -> None:
+        self.inner = inner
+        self.reads = 0
+        self.puts: list[bytes] = []
+
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        await self.inner.put(tenant, run_id, payload, fence=fence)
+        self.puts.append(payload)
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None:
+        self.reads += 1
+        return await self.inner.latest(tenant, run_id)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self.inner.forget(tenant, run_id)
+
+
+class FailingCheckpointStore:
+    """A checkpoint store whose every write fails with ``error``; reads find nothing."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.attempts = 0
+
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        self.attempts += 1
+        raise self.error
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None:
+        return None
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        return None
+
+
+class RecordingHistoryStore:
+    """Records the size of every segment a real history store is handed."""
+
+    def __init__(self, inner: HistoryStore) -> None:
+        self.inner = inner
+        self.segments: list[bytes] = []
+
+    async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
+        handle = await self.inner.put(tenant, run_id, segment, fence=fence)
+        self.segments.append(segment)
+        return handle
+
+    async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
+        return await self.inner.fetch(tenant, run_id, handle)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self.inner.forget(tenant, run_id)
+
+
+class CallLog:
+    """Names every idempotency store method called, to prove planning only reads."""
+
+    def __init__(self, inner: IdempotencyStore) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    async def begin(
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        *,
+        holder: str,
+        fence: int,
+        ttl: float | None = None,
+    ) -> Claim:
+        self.calls.append("begin")
+        return await self.inner.begin(tenant, run_id, key, holder=holder, fence=fence, ttl=ttl)
+
+    async def record(
+        self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
+    ) -> None:
+        self.calls.append("record")
+        await self.inner.record(tenant, run_id, key, outcome, holder=holder, fence=fence)
+
+    async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
+        self.calls.append("abandon")
+        await self.inner.abandon(tenant, run_id, key, holder=holder, fence=fence)
+
+    async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
+        self.calls.append("read")
+        return await self.inner.read(tenant, run_id, key)
+
+    async def settle(
+        self, tenant: str, run_id: str, key: str, outcome: str | None, *, by: str
+    ) -> None:
+        self.calls.append("settle")
+        await self.inner.settle(tenant, run_id, key, outcome, by=by)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        self.calls.append("forget")
+        await self.inner.forget(tenant, run_id)
+
+
+class FailingRenewals:
+    """A real lease store whose renewals fail with ``error`` (acquire, release, held work)."""
+
+    def __init__(self, inner: LeaseStore, error: AgentRunError) -> None:
+        self.inner = inner
+        self.error = error
+        self.renewals = 0
+
+    async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
+        return await self.inner.acquire(tenant, run_id, holder, ttl=ttl)
+
+    async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
+        self.renewals += 1
+        raise self.error
+
+    async def release(self, lease: RunLease) -> None:
+        await self.inner.release(lease)
+
+    async def held(self, tenant: str, run_id: str) -> RunLease | None:
+        return await self.inner.held(tenant, run_id)
+
+
+class CountingRenewals:
+    """A real lease store that counts renewals."""
+
+    def __init__(self, inner: LeaseStore) -> None:
+        self.inner = inner
+        self.renewals = 0
+
+    async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
+        return await self.inner.acquire(tenant, run_id, holder, ttl=ttl)
+
+    async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
+        self.renewals += 1
+        return await self.inner.renew(lease, ttl=ttl)
+
+    async def release(self, lease: RunLease) -> None:
+        await self.inner.release(lease)
+
+    async def held(self, tenant: str, run_id: str) -> RunLease | None:
+        return await self.inner.held(tenant, run_id)
+
+
+def unavailable(operation: str) -> StoreUnavailableError:
+    return StoreUnavailableError("test store", operation, ConnectionRefusedError("refused"))

@@ -1,0 +1,303 @@
+"""The write side: boundaries, masking before sizing, a cap that refuses, a run that never fails,
+fencing that does, and the transcript out of line in segments that grow with it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentrun.checkpointing import DEFAULT_MAX_BYTES, Checkpointer, CheckpointPolicy
+from agentrun.errors import (
+    CheckpointTooLargeError,
+    HistoryUnavailableError,
+    StaleFenceError,
+)
+from agentrun.frontier import Boundary, PendingApproval, decode, encode
+from agentrun.history import Segment
+from agentrun.messages import Message
+from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
+from tests.kit.frontiers import RUN, TENANT, conversation, frontier
+from tests.kit.secrets_corpus import SECRETS
+from tests.kit.stores import (
+    CountingCheckpointStore,
+    FailingCheckpointStore,
+    RecordingHistoryStore,
+    unavailable,
+)
+
+APPROVAL = PendingApproval(request_id="req-1", call_id="c1", tool="book_flight")
+
+
+def test_the_default_policy_writes_at_all_three_boundaries_under_one_mib() -> None:
+    policy = CheckpointPolicy()
+    assert policy.boundaries == frozenset(Boundary)
+    assert policy.max_bytes == DEFAULT_MAX_BYTES == 1024 * 1024
+
+
+async def test_the_default_writes_at_every_boundary(backend: MemoryBackend) -> None:
+    store = CountingCheckpointStore(backend.checkpoints)
+    checkpointer = Checkpointer(store)
+    for iteration, boundary in enumerate(Boundary):
+        receipt = await checkpointer.write(
+            frontier(
+                boundary=boundary,
+                iteration=iteration,
+                approval=APPROVAL if boundary is Boundary.BEFORE_APPROVAL else None,
+            )
+        )
+        assert receipt is not None
+        assert (receipt.boundary, receipt.iteration) == (boundary, iteration)
+    assert [decode(p).boundary for p in store.puts] == list(Boundary)
+
+
+@pytest.mark.parametrize("only", list(Boundary))
+async def test_writes_only_at_the_policy_boundaries(backend: MemoryBackend, only: Boundary) -> None:
+    store = CountingCheckpointStore(backend.checkpoints)
+    checkpointer = Checkpointer(store, CheckpointPolicy(boundaries=frozenset({only})))
+    for boundary in Boundary:
+        approval = APPROVAL if boundary is Boundary.BEFORE_APPROVAL else None
+        written = await checkpointer.write(frontier(boundary=boundary, approval=approval))
+        assert (written is not None) is (boundary is only)
+        assert checkpointer.writes_at(boundary) is (boundary is only)
+    assert [decode(p).boundary for p in store.puts] == [only]
+
+
+async def test_the_receipt_sizes_the_exact_bytes_stored(backend: MemoryBackend) -> None:
+    checkpointer = Checkpointer(backend.checkpoints)
+    receipt = await checkpointer.write(frontier(messages=conversation(5)))
+    stored = await backend.checkpoints.latest(TENANT, RUN)
+    assert receipt is not None
+    assert stored is not None
+    assert receipt.size == len(stored)
+    assert checkpointer.last_write == receipt
+
+
+async def test_masking_happens_before_sizing(backend: MemoryBackend) -> None:
+    pem = next(entry for entry in SECRETS if entry.kind == "pem-rsa")
+    secret_text = "\n".join([pem.text] * 20)  # many KiB of key, masked to a few bytes
+    checkpoint = frontier(messages=(Message.of("user", secret_text),))
+    measured = Checkpointer(MemoryBackend().checkpoints)
+    probe = await measured.write(checkpoint)
+    assert probe is not None
+    cap = probe.size + 64  # room for a timestamp that serialises a few bytes longer
+    assert len(encode(checkpoint)) > cap + 1000  # unmasked, it is well over the cap
+
+    checkpointer = Checkpointer(backend.checkpoints, CheckpointPolicy(max_bytes=cap))
+    receipt = await checkpointer.write(checkpoint)
+    assert receipt is not None, checkpointer.last_error
+    assert checkpointer.last_error is None
+    stored = await backend.checkpoints.latest(TENANT, RUN)
+    assert stored is not None
+    assert len(stored) <= cap
+    assert pem.secret not in decode(stored).messages[0].text
+
+
+async def test_over_the_cap_is_refused_not_truncated(backend: MemoryBackend) -> None:
+    store = CountingCheckpointStore(backend.checkpoints)
+    checkpointer = Checkpointer(store, CheckpointPolicy(max_bytes=4096))
+    small = frontier(messages=conversation(2), iteration=1)
+    assert await checkpointer.write(small) is not None
+    before = await backend.checkpoints.latest(TENANT, RUN)
+
+    big = frontier(messages=conversation(200), iteration=2)
+    assert await checkpointer.write(big) is None  # does not raise
+    error = checkpointer.last_error
+    assert isinstance(error, CheckpointTooLargeError)
+    assert error.run_id == RUN
+    assert error.limit == 4096
+    assert error.size > 4096
+    assert len(store.puts) == 1  # the store was never asked
+    assert await backend.checkpoints.latest(TENANT, RUN) == before
+    assert checkpointer.last_write is not None
+    assert checkpointer.last_write.iteration == 1
+
+
+async def test_the_cap_is_inclusive_to_the_byte(backend: MemoryBackend) -> None:
+    checkpoint = frontier(messages=conversation(3))
+    probe = await Checkpointer(MemoryBackend().checkpoints).write(checkpoint)
+    assert probe is not None
+    # written_at is stamped at each write; its length only changes on a whole second (1 in 1e6)
+    exact = Checkpointer(backend.checkpoints, CheckpointPolicy(max_bytes=probe.size))
+    assert await exact.write(checkpoint) is not None, exact.last_error
+    short = Checkpointer(backend.checkpoints, CheckpointPolicy(max_bytes=probe.size - 1))
+    assert await short.write(checkpoint) is None
+    assert isinstance(short.last_error, CheckpointTooLargeError)
+    assert short.last_error.size == probe.size
+
+
+async def test_a_skipped_boundary_keeps_the_error_and_a_success_clears_it(
+    backend: MemoryBackend,
+) -> None:
+    policy = CheckpointPolicy(boundaries=frozenset({Boundary.AFTER_TOOL_RESULT}), max_bytes=2048)
+    checkpointer = Checkpointer(backend.checkpoints, policy)
+    await checkpointer.write(frontier(messages=conversation(100)))
+    error = checkpointer.last_error
+    assert isinstance(error, CheckpointTooLargeError)
+
+    assert await checkpointer.write(frontier(boundary=Boundary.AFTER_MODEL_CALL)) is None
+    assert checkpointer.last_error is error
+
+    assert await checkpointer.write(frontier(messages=conversation(1))) is not None
+    assert checkpointer.last_error is None
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        unavailable("write the checkpoint"),
+        ConnectionResetError("reset by peer"),
+        RuntimeError("driver bug"),
+    ],
+    ids=["unavailable", "raw-os-error", "runtime-error"],
+)
+async def test_a_failing_store_never_fails_the_run(error: Exception) -> None:
+    store = FailingCheckpointStore(error)
+    checkpointer = Checkpointer(store)
+    assert await checkpointer.write(frontier()) is None
+    assert store.attempts == 1
+    assert checkpointer.last_error is error
+    assert checkpointer.last_write is None
+
+
+async def test_a_stale_fence_propagates(backend: MemoryBackend) -> None:
+    first = await backend.leases.acquire(TENANT, RUN, "w1", ttl=30)
+    checkpointer = Checkpointer(backend.checkpoints)
+    assert await checkpointer.write(frontier(fence=first.fence)) is not None
+    await backend.leases.release(first)
+    second = await backend.leases.acquire(TENANT, RUN, "w2", ttl=30)
+    assert await checkpointer.write(frontier(fence=second.fence, iteration=5)) is not None
+    with pytest.raises(StaleFenceError) as caught:
+        await checkpointer.write(frontier(fence=first.fence, iteration=9))
+    assert (caught.value.fence, caught.value.current) == (first.fence, second.fence)
+    latest = await checkpointer.latest(TENANT, RUN)
+    assert latest is not None
+    assert latest.iteration == 5
+
+
+async def test_a_stale_fence_from_the_history_store_propagates(backend: MemoryBackend) -> None:
+    lease = await backend.leases.acquire(TENANT, RUN, "w1", ttl=30)
+    checkpointer = Checkpointer(backend.checkpoints, history=backend.history)
+    with pytest.raises(StaleFenceError):
+        await checkpointer.write(frontier(fence=lease.fence - 1, messages=conversation(1)))
+
+
+async def test_latest_reads_the_frontier_or_none(backend: MemoryBackend) -> None:
+    checkpointer = Checkpointer(backend.checkpoints)
+    assert await checkpointer.latest(TENANT, RUN) is None
+    await checkpointer.write(frontier(iteration=3, messages=conversation(1)))
+    latest = await checkpointer.latest(TENANT, RUN)
+    assert latest is not None
+    assert (latest.iteration, latest.messages) == (3, conversation(1))
+
+
+async def test_the_history_goes_out_of_line_and_grows_linearly(backend: MemoryBackend) -> None:
+    history = RecordingHistoryStore(backend.history)
+    store = CountingCheckpointStore(backend.checkpoints)
+    checkpointer = Checkpointer(store, history=history)
+    messages: tuple[Message, ...] = ()
+    for turn in range(50):
+        messages += conversation(1, start=turn)
+        receipt = await checkpointer.write(frontier(messages=messages, iteration=turn))
+        assert receipt is not None, checkpointer.last_error
+        stored = decode(store.puts[-1])
+        assert stored.messages == ()
+        assert stored.history_handle is not None
+        assert stored.history_length == len(messages)
+        # this write appended only the turn's two messages
+        assert Segment.model_validate_json(history.segments[-1]).messages == messages[-2:]
+
+    transcript = len(Segment(messages=messages).model_dump_json())
+    appended = sum(len(segment) for segment in history.segments)
+    assert len(history.segments) == 50
+    assert appended < 3 * transcript, (appended, transcript)
+    # the frontier itself stays the same size however long the conversation gets
+    assert len(store.puts[-1]) - len(store.puts[0]) < 16
+
+    fresh = Checkpointer(backend.checkpoints, history=backend.history)
+    latest = await fresh.latest(TENANT, RUN)
+    assert latest is not None
+    assert await fresh.transcript(latest) == messages
+
+
+async def test_a_resumed_writer_appends_after_the_stored_chain(backend: MemoryBackend) -> None:
+    first = Checkpointer(backend.checkpoints, history=backend.history)
+    await first.write(frontier(messages=conversation(3)))
+    history = RecordingHistoryStore(backend.history)
+    second = Checkpointer(backend.checkpoints, history=history)
+    latest = await second.latest(TENANT, RUN)
+    assert latest is not None
+    messages = await second.transcript(latest) + conversation(1, start=3)
+    await second.write(frontier(messages=messages))
+    assert Segment.model_validate_json(history.segments[-1]).messages == messages[-2:]
+    latest = await second.latest(TENANT, RUN)
+    assert latest is not None
+    assert await Checkpointer(backend.checkpoints).transcript(latest, backend.history) == messages
+
+
+async def test_an_evicted_history_is_unavailable(backend: MemoryBackend) -> None:
+    checkpointer = Checkpointer(backend.checkpoints, history=backend.history)
+    await checkpointer.write(frontier(messages=conversation(2)))
+    latest = await checkpointer.latest(TENANT, RUN)
+    assert latest is not None
+    await backend.history.forget(TENANT, RUN)
+    with pytest.raises(HistoryUnavailableError) as caught:
+        await checkpointer.transcript(latest)
+    assert caught.value.run_id == RUN
+    assert caught.value.handle == latest.history_handle
+
+
+async def test_a_missing_middle_segment_is_unavailable(backend: MemoryBackend) -> None:
+    checkpointer = Checkpointer(backend.checkpoints, history=backend.history)
+    await checkpointer.write(frontier(messages=conversation(1)))
+    await checkpointer.write(frontier(messages=conversation(2)))
+    latest = await checkpointer.latest(TENANT, RUN)
+    assert latest is not None
+    assert latest.history_handle is not None
+    head = await backend.history.fetch(TENANT, RUN, latest.history_handle)
+    holed = MemoryHistoryStore()  # holds the head segment, not the one it points back to
+    assert await holed.put(TENANT, RUN, head, fence=0) == latest.history_handle
+    with pytest.raises(HistoryUnavailableError, match="no segment"):
+        await checkpointer.transcript(latest, holed)
+
+
+async def test_a_length_mismatch_is_unavailable(backend: MemoryBackend) -> None:
+    checkpointer = Checkpointer(backend.checkpoints, history=backend.history)
+    await checkpointer.write(frontier(messages=conversation(2)))
+    latest = await checkpointer.latest(TENANT, RUN)
+    assert latest is not None
+    lying = latest.model_copy(update={"history_length": latest.history_length + 1})
+    with pytest.raises(HistoryUnavailableError, match="4 messages"):
+        await checkpointer.transcript(lying)
+
+
+async def test_a_handle_without_a_history_store_is_unavailable(backend: MemoryBackend) -> None:
+    writer = Checkpointer(backend.checkpoints, history=backend.history)
+    await writer.write(frontier(messages=conversation(1)))
+    reader = Checkpointer(backend.checkpoints)
+    latest = await reader.latest(TENANT, RUN)
+    assert latest is not None
+    with pytest.raises(HistoryUnavailableError, match="no history store"):
+        await reader.transcript(latest)
+
+
+async def test_forget_drops_the_frontier_and_its_history(backend: MemoryBackend) -> None:
+    checkpointer = Checkpointer(backend.checkpoints, history=backend.history)
+    await checkpointer.write(frontier(messages=conversation(2)))
+    latest = await checkpointer.latest(TENANT, RUN)
+    assert latest is not None
+    assert latest.history_handle is not None
+    await checkpointer.forget(TENANT, RUN)
+    assert await checkpointer.latest(TENANT, RUN) is None
+    with pytest.raises(HistoryUnavailableError):
+        await backend.history.fetch(TENANT, RUN, latest.history_handle)
+
+
+async def test_the_stored_frontier_is_json_with_a_fresh_timestamp(backend: MemoryBackend) -> None:
+    checkpoint = frontier()
+    checkpointer = Checkpointer(backend.checkpoints)
+    await checkpointer.write(checkpoint)
+    stored = await backend.checkpoints.latest(TENANT, RUN)
+    assert stored is not None
+    assert json.loads(stored)["run_id"] == RUN
+    assert decode(stored).written_at >= checkpoint.written_at

@@ -1,0 +1,199 @@
+"""Every error says what happened, to which run, what a person can do, and whether to retry.
+
+``retryable`` is the property a careless caller acts on, and retrying the wrong one books a
+second seat, so each error's answer is pinned here, and a new error class added without one
+fails ``test_every_error_class_is_covered``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import pytest
+
+from agentrun import errors
+from agentrun.errors import (
+    AgentRunError,
+    BudgetExceededError,
+    CheckpointFormatError,
+    CheckpointTooLargeError,
+    ConfigurationError,
+    HistoryUnavailableError,
+    IndeterminateToolCallError,
+    NothingCheckpointedError,
+    ResumeConflictError,
+    RevisionMismatchError,
+    RunLeaseError,
+    StaleFenceError,
+    StoreUnavailableError,
+)
+
+RUN = "run-7f3a"
+
+# (factory, retryable, a phrase that tells a person what to do)
+CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], bool, str]] = {
+    StoreUnavailableError: (
+        lambda: StoreUnavailableError("redis", "write the checkpoint", TimeoutError("t/o")),
+        True,
+        "retry when the store is back",
+    ),
+    CheckpointTooLargeError: (
+        lambda: CheckpointTooLargeError(RUN, 2_000_000, 1_048_576),
+        False,
+        "Raise max_bytes",
+    ),
+    CheckpointFormatError: (
+        lambda: CheckpointFormatError(RUN, 9, 1),
+        False,
+        "resume it with a worker running a kit that knows",
+    ),
+    IndeterminateToolCallError: (
+        lambda: IndeterminateToolCallError(RUN, [("call-1", "book_flight")]),
+        False,
+        "Check the tool's own status",
+    ),
+    ResumeConflictError: (
+        lambda: ResumeConflictError(RUN, "acme", "worker-2"),
+        True,
+        "Wait for it",
+    ),
+    RunLeaseError: (
+        lambda: RunLeaseError(RUN, "acme", requested_by="worker-9", holder="worker-2", fence=4),
+        True,
+        "it will be free once that lease lapses or is released",
+    ),
+    StaleFenceError: (
+        lambda: StaleFenceError(RUN, "acme", 3, 5, "checkpoint write"),
+        False,
+        "it must stop working on the run",
+    ),
+    HistoryUnavailableError: (
+        lambda: HistoryUnavailableError(RUN, "sha256:ab", "no segment is stored under it"),
+        False,
+        "restore the history store or start the run again",
+    ),
+    RevisionMismatchError: (
+        lambda: RevisionMismatchError(RUN, "rev-1", "rev-2"),
+        False,
+        "deploy the pinned revision",
+    ),
+    BudgetExceededError: (
+        lambda: BudgetExceededError(RUN, 900, 200, 1000),
+        False,
+        "Raise the run's budget",
+    ),
+    NothingCheckpointedError: (
+        lambda: NothingCheckpointedError(RUN, "acme"),
+        False,
+        "Check the run id",
+    ),
+}
+
+
+def test_every_error_class_is_covered() -> None:
+    defined = {
+        cls
+        for _, cls in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(cls, AgentRunError) and cls not in (AgentRunError, ConfigurationError)
+    }
+    assert defined == set(CASES)
+
+
+@pytest.mark.parametrize("cls", list(CASES), ids=lambda cls: cls.__name__)
+def test_retryable_is_decided_per_error(cls: type[AgentRunError]) -> None:
+    factory, retryable, _ = CASES[cls]
+    error = factory()
+    assert isinstance(error, cls)
+    assert error.retryable is retryable
+
+
+@pytest.mark.parametrize("cls", list(CASES), ids=lambda cls: cls.__name__)
+def test_message_says_what_a_person_can_do(cls: type[AgentRunError]) -> None:
+    factory, _, advice = CASES[cls]
+    assert advice in str(factory())
+
+
+@pytest.mark.parametrize(
+    "cls", [cls for cls in CASES if cls is not StoreUnavailableError], ids=lambda c: c.__name__
+)
+def test_message_names_the_run(cls: type[AgentRunError]) -> None:
+    factory, _, _ = CASES[cls]
+    error = factory()
+    assert f"run {RUN!r}" in str(error)
+    assert getattr(error, "run_id") == RUN  # noqa: B009 - every run error carries run_id
+
+
+def test_the_two_that_must_never_be_retried() -> None:
+    indeterminate = IndeterminateToolCallError(RUN, [("c1", "charge_card")])
+    stale = StaleFenceError(RUN, "acme", 1, 2, "history write")
+    assert not indeterminate.retryable
+    assert not stale.retryable
+
+
+def test_the_ones_that_may_be_retried() -> None:
+    assert RunLeaseError(RUN, "t", requested_by="a", holder="b", fence=1).retryable
+    assert ResumeConflictError(RUN, "t", "b").retryable
+    assert StoreUnavailableError("pg", "read", OSError("down")).retryable
+
+
+def test_configuration_error_is_not_retryable() -> None:
+    assert not ConfigurationError("max_bytes must be positive").retryable
+
+
+def test_indeterminate_names_every_call_and_carries_the_run() -> None:
+    calls = [("call-1", "book_flight"), ("call-2", "charge_card"), ("call-3", "send_email")]
+    error = IndeterminateToolCallError(RUN, calls)
+    assert error.run_id == RUN
+    assert error.calls == tuple(calls)
+    message = str(error)
+    for call_id, name in calls:
+        assert f"{name} (call {call_id})" in message
+    assert RUN in message
+
+
+def test_run_lease_error_names_holder_requester_and_fence() -> None:
+    error = RunLeaseError(RUN, "acme", requested_by="worker-9", holder="worker-2", fence=41)
+    message = str(error)
+    assert "'worker-2'" in message
+    assert "'worker-9'" in message
+    assert "fence 41" in message
+    assert "'acme'" in message
+    assert (error.holder, error.requested_by, error.fence) == ("worker-2", "worker-9", 41)
+
+
+def test_run_lease_error_detail_replaces_the_holder_sentence() -> None:
+    error = RunLeaseError(
+        RUN, "acme", requested_by="w1", holder=None, fence=3, detail="the lease was lost: x"
+    )
+    assert "the lease was lost: x" in str(error)
+    assert "held by" not in str(error)
+
+
+def test_stale_fence_error_says_both_fences_and_what_was_refused() -> None:
+    error = StaleFenceError(RUN, "acme", 3, 5, "checkpoint write")
+    message = str(error)
+    assert message.startswith("checkpoint write")
+    assert "fence 3" in message
+    assert "fence 5" in message
+    assert (error.fence, error.current) == (3, 5)
+
+
+def test_store_unavailable_names_store_operation_and_cause() -> None:
+    error = StoreUnavailableError("postgres", "renew the lease", ConnectionResetError("reset"))
+    message = str(error)
+    assert "postgres could not renew the lease" in message
+    assert "ConnectionResetError: reset" in message
+
+
+def test_too_large_reports_size_and_cap() -> None:
+    error = CheckpointTooLargeError(RUN, 2_000_001, 1_048_576)
+    assert "2000001 bytes" in str(error)
+    assert "1048576-byte cap" in str(error)
+    assert (error.size, error.limit) == (2_000_001, 1_048_576)
+
+
+def test_format_error_without_a_run_still_reads() -> None:
+    error = CheckpointFormatError(None, "unparseable", 1)
+    assert "a run" in str(error)
+    assert error.run_id is None

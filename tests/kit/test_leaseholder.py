@@ -1,0 +1,138 @@
+"""Leaseholder: renews in the background, releases on the way out, and says the moment the lease
+is lost or about to lapse unrenewed.
+
+These run in real asyncio time against a memory lease store on the real monotonic clock (or, to
+force a lapse without waiting, a hand-moved one), with TTLs of a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from pydantic import ValidationError
+
+from agentrun.errors import RunLeaseError, StaleFenceError
+from agentrun.leases import Leaseholder, LeasePolicy, RunLease, default_holder
+from agentrun.stores.memory import MemoryBackend, MemoryLeaseStore
+from agentrun.testing import ManualClock
+from tests.kit.frontiers import RUN, TENANT
+from tests.kit.stores import CountingRenewals, FailingRenewals, unavailable
+
+FAST = LeasePolicy(ttl=0.4, renew_within=0.2)
+
+
+def test_the_default_policy_is_sixty_seconds_renewed_within_twenty() -> None:
+    policy = LeasePolicy()
+    assert (policy.ttl, policy.renew_within) == (60.0, 20.0)
+
+
+def test_renew_within_must_be_shorter_than_the_ttl() -> None:
+    with pytest.raises(ValidationError, match="renew_within"):
+        LeasePolicy(ttl=10, renew_within=10)
+
+
+def test_holder_identities_are_unique_per_call() -> None:
+    assert default_holder() != default_holder()
+
+
+def test_superseded_by_compares_fences_of_one_run() -> None:
+    lease = RunLease(tenant="t", run_id="r", holder="a", fence=3, remaining=1)
+    assert lease.superseded_by(lease.model_copy(update={"fence": 4, "holder": "b"}))
+    assert not lease.superseded_by(lease.model_copy(update={"fence": 3, "holder": "b"}))
+    assert not lease.superseded_by(lease.model_copy(update={"fence": 9, "run_id": "other"}))
+    assert not lease.superseded_by(lease.model_copy(update={"fence": 9, "tenant": "other"}))
+
+
+async def test_it_renews_in_the_background_and_keeps_the_fence() -> None:
+    store = CountingRenewals(MemoryLeaseStore())
+    async with await Leaseholder.acquire(store, TENANT, RUN, "w1", FAST) as holder:
+        fence = holder.fence
+        await asyncio.sleep(1.5)  # almost four TTLs
+        held = await store.held(TENANT, RUN)
+        assert held is not None
+        assert (held.holder, held.fence) == ("w1", fence)
+        assert not holder.lost.is_set()
+        holder.ensure_held()
+        assert store.renewals >= 5  # one per (ttl - renew_within) at least
+        assert holder.lease.fence == fence
+
+
+async def test_it_releases_on_exit() -> None:
+    store = MemoryLeaseStore()
+    async with await Leaseholder.acquire(store, TENANT, RUN, "w1", LeasePolicy(ttl=30)) as h:
+        fence = h.fence
+    assert await store.held(TENANT, RUN) is None
+    taken = await store.acquire(TENANT, RUN, "w2", ttl=30)
+    assert taken.fence > fence
+
+
+async def test_it_releases_when_the_block_raises() -> None:
+    store = MemoryLeaseStore()
+    with pytest.raises(KeyError):
+        async with await Leaseholder.acquire(store, TENANT, RUN, "w1", LeasePolicy(ttl=30)):
+            raise KeyError("boom")
+    assert await store.held(TENANT, RUN) is None
+
+
+async def test_losing_to_another_holder_sets_lost_and_stops_the_run() -> None:
+    clock = ManualClock()
+    backend = MemoryBackend(clock=clock)
+    async with await Leaseholder.acquire(backend.leases, TENANT, RUN, "w1", FAST) as holder:
+        clock.advance(1.0)  # the store's clock says the lease lapsed
+        other = await backend.leases.acquire(TENANT, RUN, "w2", ttl=30)
+        assert other.fence > holder.fence
+        assert holder.lease.superseded_by(other)
+        await asyncio.wait_for(holder.lost.wait(), timeout=2)
+        assert "w2" in holder.lost_reason
+        with pytest.raises(RunLeaseError) as caught:
+            holder.ensure_held()
+        assert caught.value.retryable
+        assert caught.value.fence == holder.fence
+        assert "lost" in str(caught.value)
+        # what the superseded holder writes is refused on the number
+        with pytest.raises(StaleFenceError):
+            await backend.checkpoints.put(TENANT, RUN, b"{}", fence=holder.fence)
+    held = await backend.leases.held(TENANT, RUN)
+    assert held is not None
+    assert held.holder == "w2"  # exiting did not release the winner's lease
+
+
+async def test_a_refused_renewal_sets_lost() -> None:
+    refusal = RunLeaseError(RUN, TENANT, requested_by="w1", holder="w9", fence=7)
+    store = FailingRenewals(MemoryLeaseStore(), refusal)
+    async with await Leaseholder.acquire(store, TENANT, RUN, "w1", FAST) as holder:
+        await asyncio.wait_for(holder.lost.wait(), timeout=2)
+        assert store.renewals == 1
+        with pytest.raises(RunLeaseError):
+            holder.ensure_held()
+
+
+async def test_failing_renewals_set_lost_before_the_lease_lapses() -> None:
+    policy = LeasePolicy(ttl=1.2, renew_within=0.8)
+    store = FailingRenewals(MemoryLeaseStore(), unavailable("renew the lease"))
+    async with await Leaseholder.acquire(store, TENANT, RUN, "w1", policy) as holder:
+        started = time.monotonic()
+        await asyncio.wait_for(holder.lost.wait(), timeout=3)
+        lost_after = time.monotonic() - started
+        # the store still holds the lease: the holder gave up before it lapsed
+        held = await store.held(TENANT, RUN)
+        assert held is not None, f"lost was set {lost_after:.3f}s in, after the lease lapsed"
+        assert held.holder == "w1"
+        assert store.renewals >= 2  # a retryable failure is retried before giving up
+        assert lost_after > policy.ttl - policy.renew_within
+        with pytest.raises(RunLeaseError):
+            holder.ensure_held()
+
+
+async def test_ensure_held_refuses_once_the_deadline_passes_without_renewal() -> None:
+    clock = ManualClock()
+    store = MemoryLeaseStore(clock=clock)
+    lease = await store.acquire(TENANT, RUN, "w1", ttl=0.3)
+    holder = Leaseholder(store, lease, LeasePolicy(ttl=0.3, renew_within=0.1))
+    holder.ensure_held()  # never entered: no renewals, so only the deadline decides
+    await asyncio.sleep(0.35)
+    with pytest.raises(RunLeaseError, match="lapse"):
+        holder.ensure_held()
+    assert holder.lost.is_set()
