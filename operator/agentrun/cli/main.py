@@ -263,7 +263,13 @@ async def _dispatch(args: argparse.Namespace) -> Exit:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "resolve" and args.ran != (args.result is not None):
+        # a command line it cannot read: say so (exit 2) before looking the run up
+        parser.error(
+            "resolve: --ran needs --result (the result the call had); --did-not-run takes none"
+        )
     try:
         if args.command == "schema":
             return _schema(args)

@@ -1,0 +1,157 @@
+"""Small pieces the runner tests share: tools that count, a boundary recorder, a crash.
+
+A crash is simulated in-process by raising ``Crash`` (a ``BaseException``, so nothing in the
+runner mistakes it for a tool's answer) from the place the process would have died: a tool that
+acted, or the boundary observer right after a checkpoint was written. What survives is exactly
+what a killed process leaves: the stores. The runner in the test is then thrown away and a new
+one (with a fresh provider) resumes from the stores alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import JsonValue
+
+from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
+from agentrun.continuation import ContinuationPolicy
+from agentrun.frontier import Boundary, Checkpoint
+from agentrun.leases import LeasePolicy
+from agentrun.messages import Message
+from agentrun.runner.agents import AgentDefinition
+from agentrun.runner.loop import AgentRunner
+from agentrun.runner.pricing import DEFAULT_PRICES, PriceTable
+from agentrun.runner.providers.base import ModelReply, Provider
+from agentrun.runner.providers.scripted import ScriptedProvider
+from agentrun.runner.tools import Tool
+from agentrun.stores.backend import Backend
+from agentrun.stores.memory import MemoryBackend
+
+Stores = MemoryBackend | Backend
+Turn = Sequence[tuple[str, dict[str, Any]]] | str
+
+
+class Crash(BaseException):
+    """The process died here."""
+
+
+def script(*turns: Turn) -> ScriptedProvider:
+    """A provider whose replies are ``turns``: a list of (tool, arguments) calls, or final text.
+
+    Every reply uses 100 input and 10 output tokens (180 micros at the default prices).
+    """
+    steps: list[dict[str, JsonValue]] = []
+    for index, turn in enumerate(turns):
+        usage: dict[str, JsonValue] = {"input_tokens": 100, "output_tokens": 10}
+        if isinstance(turn, str):
+            steps.append({"text": turn, "usage": usage})
+            continue
+        calls: list[JsonValue] = [
+            {"id": f"c{index}_{n}", "name": name, "arguments": arguments}
+            for n, (name, arguments) in enumerate(turn)
+        ]
+        steps.append({"text": f"turn {index}", "tool_calls": calls, "usage": usage})
+    return ScriptedProvider(steps)
+
+
+TURN_COST = 100 * 2 + 10 * 8  # micros per scripted reply at DEFAULT_PRICES
+
+
+@dataclass
+class Probe:
+    """A tool that records every call it gets; ``during`` runs inside the call."""
+
+    name: str
+    during: Callable[[str], Awaitable[Any]] | None = None
+    calls: list[str] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+
+    def tool(self, **hints: Any) -> Tool:
+        async def act(item: str, idempotency_key: str | None = None) -> str:
+            self.calls.append(item)
+            self.keys.append(idempotency_key)
+            if self.during is not None:
+                await self.during(item)
+            return f"{self.name} did {item}"
+
+        return Tool(name=self.name, fn=act, description=f"the {self.name} probe", **hints)
+
+
+def agent(*tools: Tool, instructions: str = "Do what you are asked.") -> AgentDefinition:
+    return AgentDefinition(name="probe", instructions=instructions, model="scripted", tools=tools)
+
+
+@dataclass
+class Boundaries:
+    """Records every checkpoint the runner hands to ``on_boundary``; can crash after one."""
+
+    crash_at: tuple[Boundary, int] | None = None
+    then: Callable[[Checkpoint], Awaitable[None]] | None = None
+    seen: list[Checkpoint] = field(default_factory=list)
+    receipts: list[WriteReceipt | None] = field(default_factory=list)
+
+    async def __call__(
+        self, checkpoint: Checkpoint, receipt: WriteReceipt | None, error: Exception | None
+    ) -> None:
+        self.seen.append(checkpoint)
+        self.receipts.append(receipt)
+        if self.then is not None:
+            await self.then(checkpoint)
+        if self.crash_at is not None:
+            boundary, nth = self.crash_at
+            if sum(1 for c in self.seen if c.boundary is boundary) == nth:
+                raise Crash(f"killed right after checkpoint {boundary.value} #{nth}")
+
+    def at(self, boundary: Boundary) -> list[Checkpoint]:
+        return [c for c in self.seen if c.boundary is boundary]
+
+
+def runner(
+    stores: Stores,
+    provider: Provider,
+    *,
+    holder: str = "worker-a",
+    leases: bool = True,
+    ledger: bool = True,
+    history: bool = False,
+    boundaries: Boundaries | None = None,
+    policy: CheckpointPolicy | None = None,
+    lease_policy: LeasePolicy | None = None,
+    continuation: ContinuationPolicy | None = None,
+    prices: PriceTable = DEFAULT_PRICES,
+) -> AgentRunner:
+    return AgentRunner(
+        provider=provider,
+        idempotency=stores.idempotency,
+        checkpoints=Checkpointer(
+            stores.checkpoints, policy, history=stores.history if history else None
+        ),
+        leases=stores.leases if leases else None,
+        ledger=stores.ledger if ledger else None,
+        prices=prices,
+        lease_policy=lease_policy or LeasePolicy(ttl=10.0, renew_within=3.0),
+        continuation=continuation,
+        holder=holder,
+        on_boundary=boundaries,
+    )
+
+
+def tool_results(messages: Sequence[Message]) -> dict[str | None, str]:
+    """call id -> the text of its tool message."""
+    return {m.tool_call_id: m.text for m in messages if m.role == "tool"}
+
+
+class Recording:
+    """A provider that remembers every conversation it was shown (what the model saw)."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self.shown: list[tuple[Message, ...]] = []
+
+    async def complete(
+        self, *, model: str, messages: Sequence[Message], tools: Sequence[dict[str, JsonValue]]
+    ) -> ModelReply:
+        self.shown.append(tuple(messages))
+        return await self.inner.complete(model=model, messages=messages, tools=tools)

@@ -1,0 +1,102 @@
+"""A throwaway HTTP endpoint on 127.0.0.1 that answers from a queue and records what it was sent.
+
+Enough of a server to speak the chat-completions wire format to ``OpenAIChatProvider`` and to
+stand in for a remote booking API behind ``http_post_tool``. It runs in a thread of the test
+process on a free port and is shut down when the ``with`` block ends.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Endpoint:
+    url: str
+    answers: list[tuple[int, bytes]] = field(default_factory=list)
+    received: list[Received] = field(default_factory=list)
+
+    def answer(self, status: int, body: object) -> None:
+        """Queue one answer: ``body`` as JSON, or as it is when it is bytes."""
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.answers.append((status, raw))
+
+
+def chat_reply(
+    text: str | None = None,
+    calls: list[tuple[str, str, dict[str, Any]]] = (),  # type: ignore[assignment]
+    *,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+) -> dict[str, Any]:
+    """A chat-completions response body, as OpenAI sends it."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+            for call_id, name, arguments in calls
+        ]
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+@contextmanager
+def endpoint() -> Iterator[Endpoint]:
+    lock = threading.Lock()
+    state = Endpoint(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            with lock:
+                state.received.append(Received(self.path, dict(self.headers.items()), body))
+                status, answer = state.answers.pop(0) if state.answers else (599, b"no answer")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(
+        target=server.serve_forever, args=(0.05,), name="wire endpoint", daemon=True
+    )
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
