@@ -30,6 +30,7 @@ LEASE = RunLease(tenant="acme", run_id="run-1", holder="w", fence=7, remaining=3
 Operation = Callable[[Backend], Awaitable[object]]
 OPERATIONS: dict[str, Operation] = {
     "checkpoints.put": lambda b: b.checkpoints.put("acme", "run-1", b"{}", fence=7),
+    "checkpoints.put staged": lambda b: b.checkpoints.put("acme", "run-1", b"x" * 10**6, fence=7),
     "checkpoints.latest": lambda b: b.checkpoints.latest("acme", "run-1"),
     "checkpoints.forget": lambda b: b.checkpoints.forget("acme", "run-1"),
     "leases.acquire": lambda b: b.leases.acquire("acme", "run-1", "w", ttl=30),

@@ -111,6 +111,9 @@ class RunKeys:
     def spent(self) -> str:
         return self.base + "spent"
 
+    def staged(self, token: str) -> str:
+        return f"{self.base}staged:{token}"
+
 
 def checked_prefix(prefix: str) -> str:
     if not prefix or "{" in prefix or "}" in prefix:

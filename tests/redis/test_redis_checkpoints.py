@@ -1,0 +1,66 @@
+"""Large checkpoints take the staged path (``SET`` a staging key, then a fenced ``RENAME``): the
+frontier lands whole and without a TTL, a stale one leaves nothing behind, and a restarted server
+that has forgotten the script is handled in the same call."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agentrun.errors import StaleFenceError
+from agentrun.stores.backend import Backend, open_backend
+from agentrun.stores.redis._shared import RunKeys
+from agentrun.stores.redis.checkpoints import STAGE_ABOVE
+from tests.support.redis_server import RedisServer
+
+pytestmark = pytest.mark.redis
+
+LARGE = b"L" * (STAGE_ABOVE * 4)
+SMALL = b"s" * (STAGE_ABOVE // 4)
+KEYS = RunKeys.of("agentrun", "acme", "big")
+
+
+@pytest.fixture
+async def own_backend(own_server: RedisServer) -> AsyncIterator[Backend]:
+    opened = await open_backend(own_server.url)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def _staged_keys(server: RedisServer) -> list[str]:
+    return server.cli("--scan", "--pattern", f"{KEYS.base}staged:*").split()
+
+
+@pytest.mark.parametrize("payload", [LARGE, SMALL], ids=["staged", "inline"])
+async def test_a_checkpoint_lands_whole_and_never_expires(
+    payload: bytes, own_server: RedisServer, own_backend: Backend
+) -> None:
+    await own_backend.checkpoints.put("acme", "big", payload, fence=3)
+    assert await own_backend.checkpoints.latest("acme", "big") == payload
+    assert own_server.cli("ttl", KEYS.checkpoint).strip() == "-1"
+    assert _staged_keys(own_server) == []
+
+
+async def test_a_stale_large_checkpoint_leaves_nothing_behind(
+    own_server: RedisServer, own_backend: Backend
+) -> None:
+    await own_backend.checkpoints.put("acme", "big", SMALL, fence=5)
+    with pytest.raises(StaleFenceError) as caught:
+        await own_backend.checkpoints.put("acme", "big", LARGE, fence=4)
+    assert (caught.value.fence, caught.value.current) == (4, 5)
+    assert await own_backend.checkpoints.latest("acme", "big") == SMALL
+    assert _staged_keys(own_server) == []
+
+
+async def test_a_server_that_forgot_the_script_still_takes_a_large_checkpoint(
+    own_server: RedisServer, own_backend: Backend
+) -> None:
+    await own_backend.checkpoints.put("acme", "big", LARGE, fence=1)
+    await asyncio.to_thread(own_server.restart)
+    await own_backend.checkpoints.put("acme", "big", LARGE[::-1], fence=1)
+    assert await own_backend.checkpoints.latest("acme", "big") == LARGE[::-1]
+    assert _staged_keys(own_server) == []
