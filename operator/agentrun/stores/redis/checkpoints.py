@@ -8,11 +8,11 @@ staging key of its own in the run's slot, and the script, pipelined in the same 
 checks the fence and ``RENAME``s it into place (or deletes it if the fence is stale). A staging
 key whose script never ran (the writer died between the two) expires by itself.
 
-``max_value_bytes`` is checked before anything is sent:
-an oversized payload is refused with ``CheckpointTooLargeError`` (not retryable, since the same
-bytes will be as large next time) rather than sent to a server that would refuse or, worse,
-block every other client while it copies a huge value. The default is Redis's own limit on one
-value (``proto-max-bulk-len``, 512 MiB).
+``max_value_bytes`` is checked before anything is sent: an oversized payload is refused with
+``CheckpointTooLargeError`` (not retryable, since the same bytes will be as large next time)
+rather than sent to a server that would refuse it or, worse, hold up every other client while it
+copies a huge value. The default is Redis's own limit on one value (``proto-max-bulk-len``,
+512 MiB).
 """
 
 from __future__ import annotations
