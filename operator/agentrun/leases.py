@@ -185,8 +185,10 @@ class Leaseholder:
             except RunLeaseError as error:
                 self._lose(str(error))
                 return
-            except AgentRunError as error:
-                if not error.retryable:
+            except Exception as error:
+                # A store that leaks a raw driver error is treated as unreachable: the lease
+                # is kept until the deadline, then given up, never silently left unrenewed.
+                if isinstance(error, AgentRunError) and not error.retryable:
                     self._lose(str(error))
                     return
                 logger.warning(

@@ -23,6 +23,7 @@ where it does not hand it to its caller.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -92,29 +93,44 @@ def tracking_key(pending: PendingCall) -> str:
     return pending.idempotency_key or marker_key(pending.call.id)
 
 
-async def _decide(pending: PendingCall, tenant: str, run_id: str,
-                  idempotency: IdempotencyStore) -> CallDecision:
+async def _decide(
+    pending: PendingCall, tenant: str, run_id: str, idempotency: IdempotencyStore
+) -> CallDecision:
     if pending.safe_to_repeat:
-        return CallDecision(pending=pending, disposition=ToolDisposition.NEVER_RAN,
-                            reason="its tool is safe to repeat; it is dispatched again")
+        return CallDecision(
+            pending=pending,
+            disposition=ToolDisposition.NEVER_RAN,
+            reason="its tool is safe to repeat; it is dispatched again",
+        )
     record = await idempotency.read(tenant, run_id, tracking_key(pending))
     if record is None:
         if pending.arguments_masked:
             return CallDecision(
-                pending=pending, disposition=ToolDisposition.NEVER_RAN, withheld=True,
+                pending=pending,
+                disposition=ToolDisposition.NEVER_RAN,
+                withheld=True,
                 reason="it never ran, and its arguments were masked in the checkpoint: the "
-                       "model is told it was not made instead of it being dispatched masked")
-        return CallDecision(pending=pending, disposition=ToolDisposition.NEVER_RAN,
-                            reason="no record holds its key: it was never dispatched")
+                "model is told it was not made instead of it being dispatched masked",
+            )
+        return CallDecision(
+            pending=pending,
+            disposition=ToolDisposition.NEVER_RAN,
+            reason="no record holds its key: it was never dispatched",
+        )
     if record.state is ClaimState.COMPLETED:
-        return CallDecision(pending=pending, disposition=ToolDisposition.COMPLETED,
-                            outcome=record.outcome,
-                            reason=f"an outcome was recorded by {record.holder}")
+        return CallDecision(
+            pending=pending,
+            disposition=ToolDisposition.COMPLETED,
+            outcome=record.outcome,
+            reason=f"an outcome was recorded by {record.holder}",
+        )
     kind = "its idempotency key" if pending.idempotency_key else "its dispatch marker (no key)"
     return CallDecision(
-        pending=pending, disposition=ToolDisposition.INDETERMINATE,
+        pending=pending,
+        disposition=ToolDisposition.INDETERMINATE,
         reason=f"{kind} is held in flight by {record.holder} (fence {record.fence}), which is "
-               "gone: the call may or may not have happened")
+        "gone: the call may or may not have happened",
+    )
 
 
 async def plan_resume(checkpoint: Checkpoint, idempotency: IdempotencyStore) -> ResumePlan:
@@ -123,15 +139,17 @@ async def plan_resume(checkpoint: Checkpoint, idempotency: IdempotencyStore) -> 
         await _decide(pending, checkpoint.tenant, checkpoint.run_id, idempotency)
         for pending in checkpoint.pending
     ]
-    return ResumePlan(run_id=checkpoint.run_id, tenant=checkpoint.tenant,
-                      decisions=tuple(decisions))
+    return ResumePlan(
+        run_id=checkpoint.run_id, tenant=checkpoint.tenant, decisions=tuple(decisions)
+    )
 
 
 def refuse_if_undecidable(plan: ResumePlan) -> None:
     """Raise ``IndeterminateToolCallError`` naming every call nobody can decide."""
     if not plan.safe:
         raise IndeterminateToolCallError(
-            plan.run_id, [(p.call.id, p.call.name) for p in plan.indeterminate])
+            plan.run_id, [(p.call.id, p.call.name) for p in plan.indeterminate]
+        )
 
 
 async def claim_resume(
@@ -148,8 +166,9 @@ async def claim_resume(
     The claim goes through the same machinery as a tool call's; a second worker gets
     ``ResumeConflictError`` until the first releases it or it expires.
     """
-    claim = await idempotency.begin(tenant, run_id, RESUME_CLAIM_KEY, holder=holder,
-                                    fence=fence, ttl=ttl)
+    claim = await idempotency.begin(
+        tenant, run_id, RESUME_CLAIM_KEY, holder=holder, fence=fence, ttl=ttl
+    )
     if not claim.won:
         raise ResumeConflictError(run_id, tenant, claim.record.holder)
     return claim
@@ -158,8 +177,9 @@ async def claim_resume(
 async def release_resume(
     idempotency: IdempotencyStore, tenant: str, run_id: str, claim: Claim
 ) -> None:
-    await idempotency.abandon(tenant, run_id, RESUME_CLAIM_KEY, holder=claim.record.holder,
-                              fence=claim.record.fence)
+    await idempotency.abandon(
+        tenant, run_id, RESUME_CLAIM_KEY, holder=claim.record.holder, fence=claim.record.fence
+    )
 
 
 @dataclass(frozen=True)
@@ -189,8 +209,19 @@ class Resumer:
         self.history = history
         self.policy = policy or LeasePolicy()
 
-    async def resume(self, run_id: str, *, tenant: str, worker: str) -> CarriedRun:
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        before_planning: Callable[[Checkpoint], Awaitable[None]] | None = None,
+    ) -> CarriedRun:
         """Take the lease, then read and decide the frontier.
+
+        ``before_planning`` runs under the lease, after the frontier is read and before it is
+        decided: the place to record people's answers (resolutions) so that no other worker can
+        be dispatching the call they answer for at the same moment.
 
         Raises ``RunLeaseError`` (another worker holds it; nothing was read),
         ``NothingCheckpointedError``, ``CheckpointFormatError``, ``HistoryUnavailableError``;
@@ -202,6 +233,8 @@ class Resumer:
             if checkpoint is None:
                 raise NothingCheckpointedError(run_id, tenant)
             messages = await self.checkpoints.transcript(checkpoint, self.history)
+            if before_planning is not None:
+                await before_planning(checkpoint)
             plan = await plan_resume(checkpoint, self.idempotency)
         except BaseException:
             await self.leases.release(lease)

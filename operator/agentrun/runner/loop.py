@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -120,7 +121,7 @@ class AgentRunner:
         continuation: ContinuationPolicy | None = None,
         holder: str | None = None,
         on_boundary: BoundaryObserver | None = None,
-        on_lease: Callable[[RunLease], None] | None = None,
+        on_lease: Callable[[RunLease, bool], Awaitable[None]] | None = None,
     ) -> None:
         self.provider = provider
         self.idempotency = idempotency
@@ -187,8 +188,13 @@ class AgentRunner:
         deadline: float | None = None,
         budget_micros: int | None = None,
         stop: Callable[[], bool] | None = None,
+        before_planning: Callable[[Checkpoint], Awaitable[None]] | None = None,
     ) -> RunResult:
-        """Carry a run on from its checkpoint, deciding every call that was outstanding."""
+        """Carry a run on from its checkpoint, deciding every call that was outstanding.
+
+        ``before_planning`` runs under the run's lease once the frontier is read (see
+        ``Resumer.resume``); without a lease store it runs under the resume claim.
+        """
         if self.leases is None:
             claim = await claim_resume(self.idempotency, tenant, run_id, holder=self.holder)
             try:
@@ -196,6 +202,8 @@ class AgentRunner:
                 if checkpoint is None:
                     raise NothingCheckpointedError(run_id, tenant)
                 messages = await self.checkpoints.transcript(checkpoint)
+                if before_planning is not None:
+                    await before_planning(checkpoint)
                 plan = await plan_resume(checkpoint, self.idempotency)
                 return await self._carry_on(
                     agent, checkpoint, messages, plan, None, deadline, budget_micros, stop
@@ -208,10 +216,14 @@ class AgentRunner:
             idempotency=self.idempotency,
             policy=self.lease_policy,
         )
-        carried = await resumer.resume(run_id, tenant=tenant, worker=self.holder)
+        taken_at = time.monotonic()
+        carried = await resumer.resume(
+            run_id, tenant=tenant, worker=self.holder, before_planning=before_planning
+        )
         if self.on_lease is not None:
-            self.on_lease(carried.lease)
-        async with Leaseholder(self.leases, carried.lease, self.lease_policy) as lease:
+            await self.on_lease(carried.lease, True)
+        holder = Leaseholder(self.leases, carried.lease, self.lease_policy, taken_at=taken_at)
+        async with holder as lease:
             return await self._carry_on(
                 agent,
                 carried.checkpoint,
@@ -545,7 +557,7 @@ class AgentRunner:
             self.leases, tenant, run_id, self.holder, self.lease_policy
         )
         if self.on_lease is not None:
-            self.on_lease(lease.lease)
+            await self.on_lease(lease.lease, False)
         async with lease:
             yield lease
 

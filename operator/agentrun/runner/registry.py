@@ -2,11 +2,15 @@
 
 A deployment extends the image with a package that registers its agents; the CLI and the
 operator find them by name. Each entry point names a ``RegisteredAgent``: the definition (whose
-revision pins checkpoints) and the provider it talks to.
+revision pins checkpoints) and the provider it talks to. ``AGENTRUN_AGENT_MODULES`` (a
+comma-separated list of importable modules) adds every ``RegisteredAgent`` those modules define
+at top level, for agents that are not packaged yet.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -26,6 +30,24 @@ class RegisteredAgent:
     prices: PriceTable = DEFAULT_PRICES
 
 
+MODULES_VARIABLE = "AGENTRUN_AGENT_MODULES"
+
+
+def _from_modules() -> dict[str, RegisteredAgent]:
+    agents: dict[str, RegisteredAgent] = {}
+    for name in filter(None, (m.strip() for m in os.environ.get(MODULES_VARIABLE, "").split(","))):
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:
+            raise ConfigurationError(
+                f"{MODULES_VARIABLE} names module {name!r}, which cannot be imported: {error}"
+            ) from error
+        for value in vars(module).values():
+            if isinstance(value, RegisteredAgent):
+                agents[value.definition.name] = value
+    return agents
+
+
 def registered_agents() -> dict[str, RegisteredAgent]:
     agents: dict[str, RegisteredAgent] = {}
     for point in entry_points(group=GROUP):
@@ -36,6 +58,7 @@ def registered_agents() -> dict[str, RegisteredAgent]:
                 f"{type(loaded).__name__}, not a RegisteredAgent"
             )
         agents[point.name] = loaded
+    agents.update(_from_modules())
     return agents
 
 

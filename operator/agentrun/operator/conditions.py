@@ -1,0 +1,103 @@
+"""Conditions in the metav1.Condition shape, written by one helper so they are always right.
+
+As cert-manager's condition helpers do: every condition written carries the generation it was
+computed from (``observedGeneration``), and ``lastTransitionTime`` changes only when the status
+does — a reason or message that changes under the same status is not a transition, and a
+``kubectl describe`` that shows "True for 3 days" must mean it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+Status = Literal["True", "False", "Unknown"]
+
+SUCCEEDED = "Succeeded"
+AWAITING_APPROVAL = "AwaitingApproval"
+INDETERMINATE = "Indeterminate"
+CHECKPOINTED = "Checkpointed"
+ALL_TYPES = (SUCCEEDED, AWAITING_APPROVAL, INDETERMINATE, CHECKPOINTED)
+
+
+def _timestamp(now: datetime) -> str:
+    return now.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def set_condition(
+    conditions: Sequence[Mapping[str, Any]],
+    type_: str,
+    status: Status,
+    reason: str,
+    message: str,
+    *,
+    generation: int,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """The conditions with ``type_`` set; the others are kept as they are, in order."""
+    stamp = _timestamp(now or datetime.now(UTC))
+    updated: list[dict[str, Any]] = []
+    found = False
+    for condition in conditions:
+        if condition.get("type") != type_:
+            updated.append(dict(condition))
+            continue
+        found = True
+        changed = condition.get("status") != status
+        updated.append(
+            {
+                "type": type_,
+                "status": status,
+                "reason": reason,
+                "message": message[:32768],
+                "observedGeneration": generation,
+                "lastTransitionTime": stamp
+                if changed
+                else condition.get("lastTransitionTime", stamp),
+            }
+        )
+    if not found:
+        updated.append(
+            {
+                "type": type_,
+                "status": status,
+                "reason": reason,
+                "message": message[:32768],
+                "observedGeneration": generation,
+                "lastTransitionTime": stamp,
+            }
+        )
+    return updated
+
+
+def initial_conditions(generation: int, now: datetime | None = None) -> list[dict[str, Any]]:
+    """What a run shows the first time an operator sees it: nothing decided yet."""
+    conditions: list[dict[str, Any]] = []
+    first: tuple[tuple[str, Status, str, str], ...] = (
+        (SUCCEEDED, "Unknown", "Pending", "waiting for a worker to take the run's lease"),
+        (AWAITING_APPROVAL, "False", "NotWaiting", "no approval is pending"),
+        (INDETERMINATE, "False", "Decided", "no call is undecidable"),
+        (CHECKPOINTED, "Unknown", "NotYet", "no checkpoint has been written yet"),
+    )
+    for type_, status, reason, message in first:
+        conditions = set_condition(
+            conditions,
+            type_,
+            status,
+            reason,
+            message,
+            generation=generation,
+            now=now,
+        )
+    return conditions
+
+
+def find(conditions: Sequence[Mapping[str, Any]], type_: str) -> Mapping[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == type_), None)
+
+
+def is_terminal(conditions: Sequence[Mapping[str, Any]]) -> bool:
+    """A run whose ``Succeeded`` is True or False is over; only Unknown is still going."""
+    succeeded = find(conditions, SUCCEEDED)
+    return succeeded is not None and succeeded.get("status") in ("True", "False")

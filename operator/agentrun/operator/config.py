@@ -1,0 +1,40 @@
+"""The operator's settings, from its environment (the Helm chart sets them)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from pydantic import Field
+
+from agentrun._base import FrozenModel
+
+
+class OperatorConfig(FrozenModel):
+    store_url: str
+    worker_id: str = Field(min_length=1)
+    metrics_port: int = Field(default=9090, ge=0, le=65535)
+    lease_ttl: float = Field(default=60.0, gt=0)
+    lease_renew_within: float = Field(default=20.0, gt=0)
+    poll_interval: float = Field(default=1.0, gt=0)
+
+    @classmethod
+    def from_environment(cls) -> OperatorConfig:
+        store = os.environ.get("AGENTRUN_STORE_URL") or os.environ.get("AGENTRUN_STORE")
+        if not store:
+            from agentrun.errors import ConfigurationError
+
+            raise ConfigurationError(
+                "AGENTRUN_STORE_URL is not set; point it at the Redis or PostgreSQL store "
+                "(the Helm chart sets it from the store Secret)"
+            )
+        pod = os.environ.get("AGENTRUN_WORKER_ID") or os.environ.get("HOSTNAME") or "operator"
+        return cls(
+            store_url=store,
+            # Unique per process, not per pod: a restarted container is a new holder.
+            worker_id=f"{pod}-{os.getpid()}-{secrets.token_hex(2)}",
+            metrics_port=int(os.environ.get("AGENTRUN_METRICS_PORT", "9090")),
+            lease_ttl=float(os.environ.get("AGENTRUN_LEASE_TTL", "60")),
+            lease_renew_within=float(os.environ.get("AGENTRUN_LEASE_RENEW_WITHIN", "20")),
+            poll_interval=float(os.environ.get("AGENTRUN_POLL_INTERVAL", "1")),
+        )

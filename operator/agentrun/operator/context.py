@@ -1,0 +1,23 @@
+"""What every handler of one operator process shares: config, stores, API, metrics, agents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentrun.operator.config import OperatorConfig
+from agentrun.operator.kubeapi import KubeApi
+from agentrun.operator.metrics import Metrics
+from agentrun.runner.registry import RegisteredAgent
+from agentrun.stores.backend import Backend
+
+FINALIZER = "agentrun.dev/forget-run"
+"""Held while the stores keep something for the run, so deleting it can forget that."""
+
+
+@dataclass
+class OperatorContext:
+    config: OperatorConfig
+    backend: Backend
+    api: KubeApi
+    metrics: Metrics
+    agents: dict[str, RegisteredAgent]

@@ -1,0 +1,95 @@
+"""The few Kubernetes calls the operator makes itself, beyond what kopf does for it.
+
+kopf watches, dispatches and posts events, but its patches are merge patches of its own making.
+A fenced status write needs a JSON patch whose ``test`` operation the API server evaluates
+atomically against the stored object — that is what lets the API server, not the operator,
+refuse a superseded replica's write. So status writes, finalizer edits and the namespace lookup
+go through the official client (in a thread, since it blocks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, cast
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from agentrun.operator.resource import GROUP, PLURAL, VERSION
+
+
+class Rejected(Exception):
+    """The API server refused a patch: a failed ``test`` (superseded) or a conflict."""
+
+
+def _load() -> client.ApiClient:
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    else:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+class KubeApi:
+    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+        self._client = api_client or _load()
+        self._objects = client.CustomObjectsApi(self._client)
+        self._core = client.CoreV1Api(self._client)
+
+    async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        def call() -> dict[str, Any] | None:
+            try:
+                found = self._objects.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, name
+                )
+                return cast(dict[str, Any], found)
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+
+        return await asyncio.to_thread(call)
+
+    async def patch_status(
+        self, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> None:
+        """Apply a JSON patch to the status subresource; ``Rejected`` if a test fails."""
+
+        def call() -> None:
+            try:
+                self._objects.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, PLURAL, name, operations
+                )
+            except ApiException as error:
+                if error.status in (409, 422):
+                    raise Rejected(error.body) from error
+                raise
+
+        await asyncio.to_thread(call)
+
+    async def patch_object(
+        self, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> None:
+        def call() -> None:
+            try:
+                self._objects.patch_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, name, operations
+                )
+            except ApiException as error:
+                if error.status in (409, 422):
+                    raise Rejected(error.body) from error
+                if error.status != 404:
+                    raise
+
+        await asyncio.to_thread(call)
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str]:
+        def call() -> dict[str, str]:
+            found = self._core.read_namespace(namespace)
+            return dict((found.metadata and found.metadata.labels) or {})
+
+        return await asyncio.to_thread(call)
+
+    def close(self) -> None:
+        self._client.close()  # type: ignore[no-untyped-call]

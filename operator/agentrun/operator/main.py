@@ -1,0 +1,51 @@
+"""Every kopf registration of the operator, in one place; the work is in the modules named.
+
+* ``worker`` — a daemon per AgentRun that is not finished: the replicas are the worker pool.
+* ``forget`` — deleting an AgentRun forgets what the stores keep for it.
+* ``lifecycle`` — start-up and shut-down.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from agentrun.operator.conditions import is_terminal
+from agentrun.operator.forget import forget_run
+from agentrun.operator.lifecycle import start, stop
+from agentrun.operator.resource import GROUP, PLURAL, VERSION
+from agentrun.operator.worker import RunWorker
+
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+GRACE = 25.0
+"""Seconds a stopping daemon gets to reach its next step and hand its lease back."""
+
+
+def _not_finished(status: Mapping[str, Any], **_: Any) -> bool:
+    return not is_terminal(status.get("conditions") or [])
+
+
+@kopf.on.startup()
+async def startup(*, settings: kopf.OperatorSettings, memo: Any, logger: Logger, **_: Any) -> None:
+    await start(settings, memo, logger)
+
+
+@kopf.on.cleanup()
+async def cleanup(*, memo: Any, **_: Any) -> None:
+    await stop(memo)
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, when=_not_finished, cancellation_timeout=GRACE)
+async def run_agent(
+    *, body: kopf.Body, memo: Any, stopped: kopf.DaemonStopped, logger: Logger, **_: Any
+) -> None:
+    await RunWorker(memo.context, body, lambda: bool(stopped), logger).work()
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
+async def forget(*, body: kopf.Body, memo: Any, **_: Any) -> None:
+    await forget_run(memo.context, body)

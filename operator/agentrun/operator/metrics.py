@@ -1,0 +1,70 @@
+"""Prometheus metrics: what an on-call engineer graphs and alerts on.
+
+Runs by their ``Succeeded`` reason (a gauge each replica keeps for the runs it has seen), resumes,
+undecidable calls, checkpoint sizes, refusals and write latency, lease acquisitions and losses.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+SIZE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.runs = Gauge(
+            "agentrun_runs",
+            "AgentRuns by the reason of their Succeeded condition",
+            ["reason"],
+            registry=r,
+        )
+        self.resumes = Counter("agentrun_resumes", "Runs carried on from a checkpoint", registry=r)
+        self.indeterminate = Counter(
+            "agentrun_indeterminate_calls",
+            "Tool calls refused as undecidable on resume",
+            registry=r,
+        )
+        self.checkpoint_bytes = Histogram(
+            "agentrun_checkpoint_bytes",
+            "Size of checkpoints written",
+            buckets=SIZE_BUCKETS,
+            registry=r,
+        )
+        self.checkpoint_refusals = Counter(
+            "agentrun_checkpoint_refusals",
+            "Checkpoints not written, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.checkpoint_seconds = Histogram(
+            "agentrun_checkpoint_write_seconds",
+            "Time to mask, encode and store a checkpoint",
+            registry=r,
+        )
+        self.lease_acquisitions = Counter(
+            "agentrun_lease_acquisitions", "Run leases taken by this replica", registry=r
+        )
+        self.lease_losses = Counter(
+            "agentrun_lease_losses", "Run leases this replica lost while working", registry=r
+        )
+        self._reasons: dict[str, str] = {}
+
+    def run_is(self, uid: str, reason: str | None) -> None:
+        """Record the run's current reason (None: it is gone) and refresh the gauge."""
+        if reason is None:
+            self._reasons.pop(uid, None)
+        else:
+            self._reasons[uid] = reason
+        counts: dict[str, int] = {}
+        for each in self._reasons.values():
+            counts[each] = counts.get(each, 0) + 1
+        self.runs.clear()
+        for each, count in counts.items():
+            self.runs.labels(reason=each).set(count)
+
+    def serve(self, port: int) -> None:
+        if port:
+            start_http_server(port, registry=self.registry)
