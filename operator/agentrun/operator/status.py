@@ -90,7 +90,13 @@ class StatusWriter:
         raise Rejected(f"status of {self.namespace}/{self.name} kept changing under this write")
 
     async def take_over(
-        self, holder: str, fence: int, *, resumed: bool, conditions: Sequence[ConditionUpdate] = ()
+        self,
+        holder: str,
+        fence: int,
+        *,
+        resumed: bool,
+        fields: dict[str, Any] | None = None,
+        conditions: Sequence[ConditionUpdate] = (),
     ) -> None:
         """Write this holder's fence into the status; ``Superseded`` if a higher one is there."""
         for _ in range(ATTEMPTS):
