@@ -292,3 +292,19 @@ def test_schema_and_agents(cli: Cli) -> None:
         f"booking  {BOOKING.revision}  model scripted  "
         "tools: search_flights, book_flight, notify_passenger"
     ]
+
+
+def test_a_budget_stops_the_run_and_resume_can_raise_it(cli: Cli) -> None:
+    stopped = cli(
+        "run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id", "r",
+        "--budget-micros", "2000",
+    )  # fmt: skip
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.splitlines()[-1] == "run r budget_exceeded at iteration 2, 2692 micros"
+    same = cli("run", "--resume", "r", "--tenant", "t")
+    assert same.returncode == 0
+    assert same.stdout.splitlines()[-1] == "run r budget_exceeded at iteration 1, 2692 micros"
+    raised = cli("run", "--resume", "r", "--tenant", "t", "--budget-micros", "100000")
+    assert raised.returncode == 0, raised.stderr
+    assert raised.stdout.splitlines()[-1].startswith("run r completed at iteration 4, 7680 micros")
+    assert len(services.bookings()) == 1

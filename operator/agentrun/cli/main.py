@@ -106,7 +106,9 @@ async def _resume(args: argparse.Namespace, backend: Backend) -> Exit:
     _say(describe(checkpoint))
     runner = _runner(args, backend, checkpoint.agent_name)
     agent = load_agent(checkpoint.agent_name).definition
-    result = await runner.resume(agent, args.resume, tenant=args.tenant)
+    result = await runner.resume(
+        agent, args.resume, tenant=args.tenant, budget_micros=args.budget_micros
+    )
     return _finish(result)
 
 
