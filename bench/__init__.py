@@ -1,0 +1,1 @@
+"""Benchmarks: commands that measure and print, never timed assertions in the test suite."""

@@ -1,0 +1,698 @@
+"""What a checkpoint costs per boundary, against the raw round trip of the same bytes.
+
+``python3 -m bench.checkpoint_write`` (``make bench``) starts its own throwaway Redis and
+PostgreSQL servers with the test tooling (``tests/support``) and a SQLite file in a temporary
+folder, measures, prints, and stops them. It is a command, never a test: timings on a shared
+2-core machine are evidence to read, not a threshold to assert.
+
+**Inline frontiers** of about 10 KB, 100 KB and 1 MiB (just under the default cap, which a
+frontier must fit to be written at all). Each is a booking conversation: a system prompt, a user
+request, then turns of an assistant message with a ``search_flights`` call and the tool's JSON
+result. At every boundary the conversation is the same message objects as before plus one turn
+built afresh, as in the runner, which appends to one list. Per boundary, interleaved:
+
+* ``write`` — ``Checkpointer.write`` as deployed (redaction on, default cap);
+* ``put`` — the store's ``put`` alone, given the exact bytes that write produced;
+* ``raw`` — the same bytes on the same server without the kit: ``SET key bytes`` on Redis, a
+  single-statement upsert into a plain ``bytea`` table on PostgreSQL, ``INSERT OR REPLACE`` in one
+  ``BEGIN IMMEDIATE`` transaction on a connection with the store's pragmas on SQLite;
+* one attribution row per server that sits between the two: on Redis the same ``SET`` inside an
+  ``EVALSHA`` (what passing the payload through Lua costs, before any fence logic), on PostgreSQL
+  the raw upsert into a ``jsonb`` column (what parsing the payload as JSON costs).
+
+**Out of line**: a 200-turn conversation written with a ``HistoryStore``, one new turn per
+boundary. Every byte handed to either store is counted, to show that the total grows with the
+transcript (DESIGN §3) and not with its square, as the same run written inline would.
+
+Medians and p99 (nearest rank, so with fewer than 100 samples the p99 is the largest) are in
+milliseconds. The PostgreSQL test server runs with ``fsync=off`` (see ``tests/support``), so its
+numbers leave out the disk flush; SQLite runs with the store's ``synchronous=FULL`` on the
+machine's disk, for the store and its raw baseline alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import math
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+import asyncpg
+import pytest
+from redis.asyncio import Redis
+from tests.support.postgres_server import PostgresServer, postgres_server
+from tests.support.redis_server import redis_server
+
+from agentrun.checkpointing import DEFAULT_MAX_BYTES, Checkpointer, CheckpointStore
+from agentrun.frontier import Boundary, Checkpoint, encode
+from agentrun.history import HistoryStore
+from agentrun.messages import Message, TextPart, ToolCall, Usage
+from agentrun.redaction import Redactor
+from agentrun.stores.backend import Backend, open_backend
+from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
+
+T = TypeVar("T")
+
+TENANT = "bench"
+FENCE = 1
+TARGET = 1.3
+"""Issue 4's target: a checkpoint write costs at most 1.3 times the raw round trip."""
+
+SIZES: tuple[tuple[str, int, int], ...] = (
+    ("10 KB", 10_000, 500),
+    ("100 KB", 100_000, 300),
+    ("1 MiB", DEFAULT_MAX_BYTES - 8_192, 200),
+)
+"""Label, frontier size to reach, timed boundaries. 1 MiB stays a turn's margin under the cap."""
+WARMUP = 5
+OUT_OF_LINE_TURNS = 200
+RESULTS_PER_TURN = 12
+
+PROSE = (
+    "the flight from Berlin to Lisbon departs at 09:40 and the return leg is on Friday; "
+    "passenger record locator fare class economy baggage allowance two pieces seat 14C window "
+    "aisle https://api.example.com/v2/flights?from=BER&to=LIS price EUR 214.90 refundable "
+    "def fetch(session, url): return session.get(url, timeout=10).json() # retry on 503 "
+    "status confirmed pending cancelled hotel near the station breakfast included transfer "
+    "layover 55 minutes gate B12 terminal 1 operated by TAP Air Portugal codeshare LH1166"
+)
+VOCABULARY = PROSE.split()
+
+
+# -- the conversation ------------------------------------------------------------------------
+
+
+def _prose(rng: random.Random, length: int) -> str:
+    words: list[str] = []
+    size = 0
+    while size < length:
+        word = rng.choice(VOCABULARY)
+        words.append(word)
+        size += len(word) + 1
+    return " ".join(words)[:length]
+
+
+def _opening(rng: random.Random) -> list[Message]:
+    return [Message.of("system", _prose(rng, 1_500)), Message.of("user", _prose(rng, 400))]
+
+
+def _turn(rng: random.Random, index: int) -> tuple[Message, Message]:
+    """An assistant message calling a tool, and the tool's JSON result (about 4 KB)."""
+    call_id = f"call_{index:06d}"
+    call = ToolCall(
+        id=call_id,
+        name="search_flights",
+        arguments={
+            "query": _prose(rng, 80),
+            "filters": {"max_price_eur": 500, "carriers": ["TP", "LH"], "date": "2025-03-14"},
+            "page": index % 7,
+        },
+    )
+    assistant = Message(
+        role="assistant", parts=(TextPart(text=_prose(rng, 320)),), tool_calls=(call,)
+    )
+    offers = [
+        {
+            "id": f"offer-{index:06d}-{k:02d}",
+            "summary": _prose(rng, 200),
+            "url": f"https://api.example.com/v2/offers/{index:06d}-{k:02d}",
+            "price_eur": 100 + 7 * k,
+        }
+        for k in range(RESULTS_PER_TURN)
+    ]
+    result = Message.tool_result(call_id, json.dumps({"offers": offers, "next_page": index + 1}))
+    return assistant, result
+
+
+def _frontier(run_id: str, messages: tuple[Message, ...], iteration: int) -> Checkpoint:
+    return Checkpoint(
+        run_id=run_id,
+        tenant=TENANT,
+        agent_name="booking",
+        agent_revision="sha256:" + "ab" * 32,
+        boundary=Boundary.AFTER_TOOL_RESULT,
+        fence=FENCE,
+        messages=messages,
+        iteration=iteration,
+        usage=Usage(input_tokens=1_900 * iteration, output_tokens=160 * iteration),
+        cost_micros=2_100 * iteration,
+        metadata={"trace_id": f"{iteration:032x}", "deployment": "eu-west-1"},
+    )
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A prefix of fixed message objects, and a fresh last turn for each boundary."""
+
+    prefix: tuple[Message, ...]
+    turns: int
+    seed: int
+
+    @classmethod
+    def of_size(cls, size: int, seed: int = 7) -> Conversation:
+        """Whole turns while they fit, then the user's request lengthened to make up the rest
+        (less a margin: the fresh last turn varies by a few bytes)."""
+        rng = random.Random(seed)
+        prefix = _opening(rng)
+        turns = 0
+        while True:
+            grown = [*prefix, *_turn(rng, turns)]
+            if Conversation(tuple(grown), turns + 1, seed).size() > size:
+                break
+            prefix, turns = grown, turns + 1
+        short = Conversation(tuple(prefix), turns, seed)
+        request = Message.of("user", prefix[1].text + " " + _prose(rng, size - short.size() - 65))
+        return Conversation((prefix[0], request, *prefix[2:]), turns, seed)
+
+    def size(self) -> int:
+        return len(encode(self.boundary("sizing", 0)))
+
+    def boundary(self, run_id: str, index: int) -> Checkpoint:
+        rng = random.Random(self.seed * 1_000_003 + index)
+        fresh = _turn(rng, self.turns + index)
+        return _frontier(run_id, (*self.prefix, *fresh), self.turns + index)
+
+
+# -- what the kit hands the stores -----------------------------------------------------------
+
+
+class RecordingCheckpoints:
+    """A ``CheckpointStore`` in front of a real one, keeping every payload it was handed."""
+
+    def __init__(self, store: CheckpointStore) -> None:
+        self.store = store
+        self.payloads: list[bytes] = []
+
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        self.payloads.append(payload)
+        await self.store.put(tenant, run_id, payload, fence=fence)
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None:
+        return await self.store.latest(tenant, run_id)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self.store.forget(tenant, run_id)
+
+
+class RecordingHistory:
+    """A ``HistoryStore`` in front of a real one, keeping every segment it was handed."""
+
+    def __init__(self, store: HistoryStore) -> None:
+        self.store = store
+        self.segments: list[bytes] = []
+
+    async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
+        self.segments.append(segment)
+        return await self.store.put(tenant, run_id, segment, fence=fence)
+
+    async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
+        return await self.store.fetch(tenant, run_id, handle)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self.store.forget(tenant, run_id)
+
+
+# -- the raw round trips ---------------------------------------------------------------------
+
+
+class RawWriter(Protocol):
+    label: str
+
+    async def write(self, key: str, value: bytes) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class RawSqlite:
+    """``INSERT OR REPLACE`` in one ``BEGIN IMMEDIATE`` transaction, off the event loop on one
+    thread, on a connection with the store's pragmas (WAL, ``synchronous=FULL``)."""
+
+    label = "raw INSERT OR REPLACE"
+
+    def __init__(self, path: Path) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-sqlite")
+        self._connection = self._executor.submit(self._connect, path).result()
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        connection = sqlite3.connect(path, timeout=5, isolation_level=None)
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = FULL")
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS bench_raw (key TEXT PRIMARY KEY, value BLOB NOT NULL)"
+        )
+        return connection
+
+    def _write(self, key: str, value: bytes) -> None:
+        self._connection.execute("BEGIN IMMEDIATE")
+        self._connection.execute(
+            "INSERT OR REPLACE INTO bench_raw (key, value) VALUES (?, ?)", (key, value)
+        )
+        self._connection.execute("COMMIT")
+
+    async def write(self, key: str, value: bytes) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._write, key, value)
+
+    async def close(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._connection.close)
+        self._executor.shutdown()
+
+
+class RawRedis:
+    """``SET key bytes``, or with ``through_lua`` the same ``SET`` inside an ``EVALSHA``."""
+
+    LUA_SET = "return redis.call('SET', KEYS[1], ARGV[1])"
+
+    def __init__(self, url: str, *, through_lua: bool = False) -> None:
+        self._client = Redis.from_url(url, protocol=2)
+        self._through_lua = through_lua
+        self._sha = ""
+        self.label = "raw EVALSHA of a Lua SET" if through_lua else "raw SET"
+
+    async def write(self, key: str, value: bytes) -> None:
+        if not self._through_lua:
+            await self._client.set(key, value)
+            return
+        if not self._sha:
+            self._sha = await self._client.script_load(self.LUA_SET)
+        await self._client.evalsha(self._sha, 1, key, value)
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+class RawPostgres:
+    """A single-statement upsert into a plain table, ``bytea`` or (``jsonb=True``) ``jsonb``."""
+
+    def __init__(self, pool: asyncpg.Pool, *, jsonb: bool = False) -> None:
+        self._pool = pool
+        self._jsonb = jsonb
+        table = "bench_raw_jsonb" if jsonb else "bench_raw_bytea"
+        self._create = (
+            f"CREATE TABLE IF NOT EXISTS {table} "
+            f"(key text PRIMARY KEY, value {'jsonb' if jsonb else 'bytea'} NOT NULL)"
+        )
+        self._upsert = (
+            f"INSERT INTO {table} (key, value) VALUES ($1, {'$2::text::jsonb' if jsonb else '$2'})"
+            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+        )
+        self._created = False
+        self.label = "raw upsert into jsonb" if jsonb else "raw upsert into bytea"
+
+    async def write(self, key: str, value: bytes) -> None:
+        if not self._created:
+            await self._pool.execute(self._create)
+            self._created = True
+        await self._pool.execute(self._upsert, key, value.decode() if self._jsonb else value)
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass
+class Target:
+    """One server: the kit's backend on it, its raw baseline, and one attribution writer."""
+
+    name: str
+    backend: Backend
+    raw: RawWriter
+    between: RawWriter | None = None
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+
+async def timed(call: Callable[[], Awaitable[T]]) -> tuple[T, float]:
+    """The call's result and how long it took, in milliseconds."""
+    start = time.perf_counter_ns()
+    result = await call()
+    return result, (time.perf_counter_ns() - start) / 1e6
+
+
+def p99(samples: Sequence[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+@dataclass(frozen=True)
+class Cell:
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def p99(self) -> float:
+        return p99(self.samples)
+
+    def __str__(self) -> str:
+        return f"{self.median:8.3f} {self.p99:8.3f}"
+
+
+def written(checkpointer: Checkpointer, what: str) -> None:
+    """A write that was refused would time nothing: stop the bench instead."""
+    if checkpointer.last_error is not None:
+        raise RuntimeError(f"{what}: the checkpoint was not written ({checkpointer.last_error})")
+
+
+@dataclass(frozen=True)
+class InlineRow:
+    target: str
+    size: str
+    payload: int
+    raw: Cell
+    between: tuple[str, Cell] | None
+    put: Cell
+    write: Cell
+
+
+async def inline(
+    target: Target, label: str, conversation: Conversation, iterations: int
+) -> InlineRow:
+    recording = RecordingCheckpoints(target.backend.checkpoints)
+    checkpointer = Checkpointer(recording)
+    store = target.backend.checkpoints
+    raw: list[float] = []
+    between: list[float] = []
+    put: list[float] = []
+    write: list[float] = []
+    gc.collect()
+    for index in range(WARMUP + iterations):
+        checkpoint = conversation.boundary(f"write-{label}", index)
+        _, write_ms = await timed(partial(checkpointer.write, checkpoint))
+        written(checkpointer, f"{target.name} {label}")
+        payload = recording.payloads.pop()
+        _, put_ms = await timed(partial(store.put, TENANT, f"put-{label}", payload, fence=FENCE))
+        _, raw_ms = await timed(partial(target.raw.write, f"raw-{label}", payload))
+        between_ms = 0.0
+        if target.between is not None:
+            _, between_ms = await timed(partial(target.between.write, f"between-{label}", payload))
+        if index >= WARMUP:
+            raw.append(raw_ms)
+            put.append(put_ms)
+            write.append(write_ms)
+            between.append(between_ms)
+    return InlineRow(
+        target.name,
+        label,
+        len(payload),
+        Cell(tuple(raw)),
+        None if target.between is None else (target.between.label, Cell(tuple(between))),
+        Cell(tuple(put)),
+        Cell(tuple(write)),
+    )
+
+
+@dataclass(frozen=True)
+class InProcessRow:
+    size: str
+    mask_all: Cell
+    persistable: Cell
+    encode: Cell
+
+
+class _Nowhere:
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        return None
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None:
+        return None
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        return None
+
+
+async def in_process(label: str, conversation: Conversation, iterations: int) -> InProcessRow:
+    """Where ``Checkpointer.write``'s own time goes, with no server: masking the whole transcript
+    (what every boundary would pay if nothing were remembered between boundaries), preparing the
+    persisted checkpoint at a boundary (masking, copies), and encoding it."""
+    redactor = Redactor.build()
+    whole = conversation.boundary("in-process", 0).messages
+    mask_all = [timed_sync(lambda: redactor.mask_messages(whole))[1] for _ in range(5)]
+    checkpointer = Checkpointer(_Nowhere())
+    persistable: list[float] = []
+    encoding: list[float] = []
+    gc.collect()
+    for index in range(WARMUP + iterations):
+        checkpoint = conversation.boundary("in-process", index)
+        prepared, prepare_ms = await timed(partial(checkpointer._persistable, checkpoint))
+        _, encode_ms = timed_sync(partial(encode, prepared))
+        if index >= WARMUP:
+            persistable.append(prepare_ms)
+            encoding.append(encode_ms)
+    return InProcessRow(
+        label, Cell(tuple(mask_all)), Cell(tuple(persistable)), Cell(tuple(encoding))
+    )
+
+
+def timed_sync(call: Callable[[], T]) -> tuple[T, float]:
+    start = time.perf_counter_ns()
+    result = call()
+    return result, (time.perf_counter_ns() - start) / 1e6
+
+
+@dataclass(frozen=True)
+class OutOfLineRow:
+    target: str
+    raw: Cell
+    put: Cell
+    write: Cell
+    segments: tuple[int, ...]
+    frontiers: tuple[int, ...]
+    transcript: int
+    inline_total: int
+
+
+async def out_of_line(target: Target, turns: int) -> OutOfLineRow:
+    """A run of ``turns`` boundaries with the transcript in the history store; then the same
+    bytes again through the stores alone (another run id) and raw, two round trips a boundary."""
+    checkpoints = RecordingCheckpoints(target.backend.checkpoints)
+    history = RecordingHistory(target.backend.history)
+    checkpointer = Checkpointer(checkpoints, history=history)
+    rng = random.Random(11)
+    messages = _opening(rng)
+    write: list[float] = []
+    inline_total = 0
+    gc.collect()
+    for index in range(turns):
+        messages.extend(_turn(rng, index))
+        checkpoint = _frontier("out-of-line", tuple(messages), index + 1)
+        _, write_ms = await timed(partial(checkpointer.write, checkpoint))
+        written(checkpointer, f"{target.name} out of line, turn {index + 1}")
+        write.append(write_ms)
+        inline_total += len(encode(checkpoint))
+    put: list[float] = []
+    raw: list[float] = []
+    for index, (segment, frontier) in enumerate(
+        zip(history.segments, checkpoints.payloads, strict=True)
+    ):
+
+        async def through_stores(segment: bytes = segment, frontier: bytes = frontier) -> None:
+            await target.backend.history.put(TENANT, "out-of-line-put", segment, fence=FENCE)
+            await target.backend.checkpoints.put(TENANT, "out-of-line-put", frontier, fence=FENCE)
+
+        async def raw_trips(
+            segment: bytes = segment, frontier: bytes = frontier, index: int = index
+        ) -> None:
+            await target.raw.write(f"raw-segment-{index}", segment)
+            await target.raw.write("raw-out-of-line", frontier)
+
+        put.append((await timed(through_stores))[1])
+        raw.append((await timed(raw_trips))[1])
+    return OutOfLineRow(
+        target.name,
+        Cell(tuple(raw)),
+        Cell(tuple(put)),
+        Cell(tuple(write)),
+        tuple(map(len, history.segments)),
+        tuple(map(len, checkpoints.payloads)),
+        len(encode(checkpoint)),
+        inline_total,
+    )
+
+
+# -- the servers ------------------------------------------------------------------------------
+
+
+def _postgres_url(server: PostgresServer) -> str:
+    url = server.create_database("agentrun_bench")
+    server.psql(EXPECTED_CHECKPOINT_SCHEMA, "agentrun_bench")
+    return url
+
+
+@contextlib.asynccontextmanager
+async def targets(folder: Path, names: Sequence[str]) -> AsyncIterator[list[Target]]:
+    """The servers named, started on loopback, and stopped (by pid) on the way out."""
+    with contextlib.ExitStack() as servers:
+        async with contextlib.AsyncExitStack() as opened:
+            found: list[Target] = []
+            for name in names:
+                if name == "sqlite":
+                    path = folder / "sqlite" / "state.db"
+                    backend = await open_backend(f"sqlite:///{path}")
+                    opened.push_async_callback(backend.close)
+                    raw = RawSqlite(path)
+                    opened.push_async_callback(raw.close)
+                    found.append(Target("SQLite", backend, raw))
+                elif name == "redis":
+                    redis = servers.enter_context(redis_server(folder / "redis"))
+                    backend = await open_backend(redis.url)
+                    opened.push_async_callback(backend.close)
+                    plain, lua = RawRedis(redis.url), RawRedis(redis.url, through_lua=True)
+                    opened.push_async_callback(plain.close)
+                    opened.push_async_callback(lua.close)
+                    found.append(Target("Redis", backend, plain, lua))
+                elif name == "postgres":
+                    url = _postgres_url(servers.enter_context(postgres_server()))
+                    backend = await open_backend(url)
+                    opened.push_async_callback(backend.close)
+                    pool = await asyncpg.create_pool(url, min_size=1, max_size=2)
+                    opened.push_async_callback(pool.close)
+                    found.append(
+                        Target(
+                            "PostgreSQL", backend, RawPostgres(pool), RawPostgres(pool, jsonb=True)
+                        )
+                    )
+            yield found
+
+
+# -- printing ---------------------------------------------------------------------------------
+
+
+def _ratio(numerator: Cell, denominator: Cell) -> str:
+    return f"{numerator.median / denominator.median:5.2f}x"
+
+
+def print_inline(rows: Sequence[InlineRow]) -> None:
+    print("\nInline frontier, per boundary (ms; median p99)")
+    header = (
+        f"{'server':<11}{'size':>7}{'bytes':>9} | {'raw':>17} | {'store put':>17} | "
+        f"{'Checkpointer.write':>18} | {'put/raw':>7} {'write/raw':>9} | target {TARGET}x"
+    )
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        met = "met" if row.write.median <= TARGET * row.raw.median else "NOT met"
+        put_met = "put met" if row.put.median <= TARGET * row.raw.median else "put NOT met"
+        print(
+            f"{row.target:<11}{row.size:>7}{row.payload:>9} | {row.raw} | {row.put} | "
+            f"{row.write} | {_ratio(row.put, row.raw):>7} {_ratio(row.write, row.raw):>9} | "
+            f"{put_met}, write {met}"
+        )
+    print("\nBetween raw and put (ms; median p99, and its ratio to raw)")
+    for row in rows:
+        if row.between is not None:
+            label, cell = row.between
+            print(f"{row.target:<11}{row.size:>7}  {label:<26} {cell}  {_ratio(cell, row.raw)}")
+
+
+def print_in_process(rows: Sequence[InProcessRow]) -> None:
+    print("\nInside Checkpointer.write, no server (ms; median p99)")
+    print(
+        f"{'size':>7} | {'mask whole transcript':>21} | {'prepare (mask, copy)':>20} | "
+        f"{'encode':>17}"
+    )
+    for row in rows:
+        print(f"{row.size:>7} | {row.mask_all!s:>21} | {row.persistable!s:>20} | {row.encode}")
+
+
+def print_out_of_line(rows: Sequence[OutOfLineRow]) -> None:
+    print(f"\nOut of line, {OUT_OF_LINE_TURNS} turns, per boundary (ms; median p99)")
+    print(
+        f"{'server':<11} | {'raw (2 writes)':>17} | {'stores (2 puts)':>17} | "
+        f"{'Checkpointer.write':>18} | {'put/raw':>7} {'write/raw':>9}"
+    )
+    for row in rows:
+        print(
+            f"{row.target:<11} | {row.raw} | {row.put} | {row.write} | "
+            f"{_ratio(row.put, row.raw):>7} {_ratio(row.write, row.raw):>9}"
+        )
+    row = rows[0]
+    handed = sum(row.segments) + sum(row.frontiers)
+    print(f"\nBytes handed to the stores over the {OUT_OF_LINE_TURNS}-turn run")
+    print(f"  final transcript, as one inline frontier  {row.transcript:>12,} bytes")
+    print(
+        f"  out of line: segments {sum(row.segments):,} + frontiers {sum(row.frontiers):,}"
+        f"  = {handed:>12,} bytes ({handed / row.transcript:.2f}x the final transcript)"
+    )
+    print(
+        f"  inline, the same run                       {row.inline_total:>12,} bytes "
+        f"({row.inline_total / row.transcript:.1f}x the final transcript)"
+    )
+    step = max(1, len(row.segments) // 4)
+    marks = [*range(step - 1, len(row.segments), step)]
+    print(
+        "  handed per boundary (segment + frontier) at turns "
+        + ", ".join(f"{turn + 1}: {row.segments[turn] + row.frontiers[turn]:,}" for turn in marks)
+    )
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+async def run(names: Sequence[str], quick: bool) -> None:
+    scale = 0.1 if quick else 1.0
+    sizes = [(label, size, max(10, int(n * scale))) for label, size, n in SIZES]
+    turns = max(20, int(OUT_OF_LINE_TURNS * scale)) if quick else OUT_OF_LINE_TURNS
+    started = time.monotonic()
+    conversations = {label: Conversation.of_size(size) for label, size, _ in sizes}
+    with tempfile.TemporaryDirectory(prefix="agentrun-bench-") as folder:
+        async with targets(Path(folder), names) as found:
+            print(
+                f"servers up after {time.monotonic() - started:.1f} s: "
+                + ", ".join(t.name for t in found)
+            )
+            rows = [
+                await inline(target, label, conversations[label], n)
+                for target in found
+                for label, _, n in sizes
+            ]
+            print_inline(rows)
+            print_in_process(
+                [await in_process(label, conversations[label], n) for label, _, n in sizes]
+            )
+            print_out_of_line([await out_of_line(target, turns) for target in found])
+    print(f"\ndone in {time.monotonic() - started:.0f} s; servers stopped")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m bench.checkpoint_write", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--servers",
+        default="sqlite,redis,postgres",
+        help="comma-separated subset of sqlite,redis,postgres (default: all three)",
+    )
+    parser.add_argument("--quick", action="store_true", help="a tenth of the iterations")
+    args = parser.parse_args(argv)
+    names = [name.strip() for name in args.servers.split(",") if name.strip()]
+    unknown = sorted(set(names) - {"sqlite", "redis", "postgres"})
+    if unknown:
+        parser.error(f"unknown servers {unknown}; choose from sqlite, redis, postgres")
+    try:
+        asyncio.run(run(names, args.quick))
+    except pytest.fail.Exception as missing:
+        print(f"bench: a server could not start: {missing}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
