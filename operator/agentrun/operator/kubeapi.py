@@ -18,6 +18,8 @@ from kubernetes.client.exceptions import ApiException
 
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
 
+JSON_PATCH = "application/json-patch+json"
+
 
 class Rejected(Exception):
     """The API server refused a patch: a failed ``test`` (superseded) or a conflict."""
@@ -59,7 +61,7 @@ class KubeApi:
         def call() -> None:
             try:
                 self._objects.patch_namespaced_custom_object_status(
-                    GROUP, VERSION, namespace, PLURAL, name, operations
+                    GROUP, VERSION, namespace, PLURAL, name, operations, _content_type=JSON_PATCH
                 )
             except ApiException as error:
                 if error.status in (409, 422):
@@ -74,7 +76,7 @@ class KubeApi:
         def call() -> None:
             try:
                 self._objects.patch_namespaced_custom_object(
-                    GROUP, VERSION, namespace, PLURAL, name, operations
+                    GROUP, VERSION, namespace, PLURAL, name, operations, _content_type=JSON_PATCH
                 )
             except ApiException as error:
                 if error.status in (409, 422):

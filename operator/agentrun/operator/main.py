@@ -46,6 +46,6 @@ async def run_agent(
     await RunWorker(memo.context, body, lambda: bool(stopped), logger).work()
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
+@kopf.on.event(GROUP, VERSION, PLURAL)
 async def forget(*, body: kopf.Body, memo: Any, **_: Any) -> None:
     await forget_run(memo.context, body)

@@ -1,0 +1,95 @@
+"""Agents the operator tests register through ``AGENTRUN_AGENT_MODULES``.
+
+Their side effects land in the SQLite file ``AGENTRUN_TEST_EFFECTS`` — the stand-in for the
+outside world the tests count bookings and texts in. ``AGENTRUN_TEST_REVISION`` changes the
+instructions of ``slowbook``, as a redeployed image with an edited agent would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+
+from pydantic import JsonValue
+
+from agentrun.runner import AgentDefinition, ScriptedProvider, tool
+from agentrun.runner.registry import RegisteredAgent
+
+
+def _effect(kind: str, detail: str) -> None:
+    with sqlite3.connect(os.environ["AGENTRUN_TEST_EFFECTS"], timeout=10) as connection:
+        connection.execute("CREATE TABLE IF NOT EXISTS effects (kind TEXT, detail TEXT)")
+        connection.execute("INSERT INTO effects VALUES (?, ?)", (kind, detail))
+
+
+@tool(key_arguments=("flight", "passenger"))
+async def book_flight(flight: str, passenger: str) -> str:
+    """Book a seat (the airline does not deduplicate)."""
+    await asyncio.to_thread(_effect, "booking", f"{flight} {passenger}")
+    return "seat 12A"
+
+
+@tool(read_only=True)
+async def wait_for_confirmation(seconds: float) -> str:
+    """Wait for the airline's confirmation (slow, safe to repeat)."""
+    await asyncio.sleep(seconds)
+    return "confirmed"
+
+
+@tool()
+async def send_sms(phone: str, text: str) -> str:
+    """Text the passenger (no key; the gateway does not deduplicate)."""
+    await asyncio.to_thread(_effect, "sms", text)
+    await asyncio.sleep(float(os.environ.get("AGENTRUN_TEST_SMS_LINGER", "0")))
+    return "sent"
+
+
+@tool(key_arguments=("amount",), requires_approval=True)
+async def refund(amount: int) -> str:
+    """Refund the customer (a person approves first)."""
+    await asyncio.to_thread(_effect, "refund", str(amount))
+    return f"refunded {amount}"
+
+
+def _turn(name: str, arguments: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    return {
+        "tool_calls": [{"name": name, "arguments": arguments}],
+        "usage": {"input_tokens": 100, "output_tokens": 10},
+    }
+
+
+def _agent(
+    name: str, tools: tuple[object, ...], script: list[dict[str, JsonValue]], instructions: str = ""
+) -> RegisteredAgent:
+    definition = AgentDefinition(
+        name=name, instructions=instructions or name, model="scripted", tools=tools
+    )  # type: ignore[arg-type]
+    return RegisteredAgent(definition=definition, provider=lambda: ScriptedProvider(script))
+
+
+DONE: dict[str, JsonValue] = {"text": "done", "usage": {"input_tokens": 50, "output_tokens": 5}}
+
+slowbook = _agent(
+    "slowbook",
+    (book_flight, wait_for_confirmation),
+    [
+        _turn("book_flight", {"flight": "LH1172", "passenger": "Ada"}),
+        _turn("wait_for_confirmation", {"seconds": 4}),
+        _turn("wait_for_confirmation", {"seconds": 1}),
+        DONE,
+    ],
+    instructions="book, then wait " + os.environ.get("AGENTRUN_TEST_REVISION", "1"),
+)
+texter = _agent("texter", (send_sms,), [_turn("send_sms", {"phone": "+49", "text": "hi"}), DONE])
+approver = _agent("approver", (refund,), [_turn("refund", {"amount": 42}), DONE])
+patient = _agent(
+    "patient",
+    (wait_for_confirmation,),
+    [
+        _turn("wait_for_confirmation", {"seconds": 3}),
+        _turn("wait_for_confirmation", {"seconds": 3}),
+        _turn("wait_for_confirmation", {"seconds": 1}),
+        DONE,
+    ],
+)

@@ -1,0 +1,110 @@
+"""Operator replicas for the tests: real ``python -m agentrun.operator`` processes.
+
+Each replica is a separate OS process running kopf in standalone mode against the test control
+plane, as a cluster runs replicas; the tests kill them with real signals.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.kube import REPO, ControlPlane, free_port
+
+
+@dataclass
+class Replica:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    metrics_port: int
+
+    def signal(self, number: int) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(number)
+
+    def wait(self, timeout: float = 60) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@dataclass
+class Operators:
+    control_plane: ControlPlane
+    namespace: str
+    store_url: str
+    workdir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    replicas: list[Replica] = field(default_factory=list)
+
+    def start(self, name: str, **extra_env: str) -> Replica:
+        port = free_port()
+        env = {
+            **self.control_plane.env(),
+            **self.env,
+            **extra_env,
+            "AGENTRUN_STORE_URL": self.store_url,
+            "AGENTRUN_WORKER_ID": name,
+            "AGENTRUN_METRICS_PORT": str(port),
+            "AGENTRUN_POLL_INTERVAL": "0.3",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        }
+        log = self.workdir / f"{name}-{len(self.replicas)}.log"
+        with log.open("wb") as sink:
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "agentrun.operator",
+                    "--standalone",
+                    "--verbose",
+                    f"--namespace={self.namespace}",
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+        replica = Replica(name, process, log, port)
+        self.replicas.append(replica)
+        return replica
+
+    def by_holder(self, holder: str) -> Replica:
+        live = [
+            r for r in self.replicas if holder.startswith(f"{r.name}-") and r.process.poll() is None
+        ]
+        assert live, f"no live replica holds {holder}"
+        return live[-1]
+
+    def stop_all(self) -> None:
+        for replica in self.replicas:
+            replica.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"===== {r.name} =====\n{r.output()[-6000:]}" for r in self.replicas)
+
+
+def wait_for(what: str, check: object, timeout: float, logs: object = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    extra = logs() if callable(logs) else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{extra}")
