@@ -63,11 +63,13 @@ class Continuation(FrozenModel):
         if held.grant is not None and self.grant != held.grant:
             raise ConfigurationError(
                 f"continuation of run {self.run_id!r} drops grant {held.grant!r} the run acts "
-                "under; carry it across (grant=...) or the new execution runs without it")
+                "under; carry it across (grant=...) or the new execution runs without it"
+            )
         if held.approval is not None and self.approval != held.approval:
             raise ConfigurationError(
                 f"continuation of run {self.run_id!r} drops approval "
-                f"{held.approval.request_id!r} the run acts under; carry it across")
+                f"{held.approval.request_id!r} the run acts under; carry it across"
+            )
         return self
 
 
@@ -76,16 +78,26 @@ def continued(state: Checkpoint, *, tenant: str, agent_name: str) -> Continuatio
     if state.history_handle is None:
         raise ConfigurationError(
             f"run {state.run_id!r} keeps its transcript inline; a continuation carries it as a "
-            "handle, so give the Checkpointer a history store before continuing")
+            "handle, so give the Checkpointer a history store before continuing"
+        )
     if tenant != state.tenant or agent_name != state.agent_name:
         raise ConfigurationError(
             f"run {state.run_id!r} belongs to tenant {state.tenant!r} and agent "
-            f"{state.agent_name!r}; it cannot continue as {tenant!r}/{agent_name!r}")
+            f"{state.agent_name!r}; it cannot continue as {tenant!r}/{agent_name!r}"
+        )
     return Continuation(
-        run_id=state.run_id, tenant=tenant, agent_name=agent_name,
-        agent_revision=state.agent_revision, history_handle=state.history_handle,
-        history_length=state.history_length, iteration=state.iteration, usage=state.usage,
-        cost_micros=state.cost_micros, grant=state.grant, approval=state.approval,
-        scopes=state.scopes, user=state.user,
+        run_id=state.run_id,
+        tenant=tenant,
+        agent_name=agent_name,
+        agent_revision=state.agent_revision,
+        history_handle=state.history_handle,
+        history_length=state.history_length,
+        iteration=state.iteration,
+        usage=state.usage,
+        cost_micros=state.cost_micros,
+        grant=state.grant,
+        approval=state.approval,
+        scopes=state.scopes,
+        user=state.user,
         acting_under=Authority(grant=state.grant, approval=state.approval),
     )

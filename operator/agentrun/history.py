@@ -87,7 +87,9 @@ async def load_transcript(
         try:
             segment = Segment.model_validate_json(raw)
         except ValidationError as exc:
-            raise HistoryUnavailableError(run_id, cursor, f"a segment is unreadable ({exc})") from exc
+            raise HistoryUnavailableError(
+                run_id, cursor, f"a segment is unreadable ({exc})"
+            ) from exc
         chunks.append(segment.messages)
         cursor = segment.previous
     return tuple(message for chunk in reversed(chunks) for message in chunk)

@@ -20,7 +20,7 @@ from agentrun.cli.exits import EXIT_HELP, Exit, exit_for
 from agentrun.cli.render import lease_line, plan_json, plan_lines, result_line
 from agentrun.errors import AgentRunError, ConfigurationError, NothingCheckpointedError
 from agentrun.frontier import Checkpoint, describe
-from agentrun.leases import LeasePolicy, default_holder
+from agentrun.leases import LeasePolicy, RunLease, default_holder
 from agentrun.resume import plan_resume
 from agentrun.runner.decisions import decide, resolve
 from agentrun.runner.loop import AgentRunner
@@ -58,6 +58,10 @@ async def _inspect(args: argparse.Namespace, backend: Backend) -> Exit:
     return Exit.CARRIED_ON
 
 
+async def _announce_lease(lease: RunLease, resumed: bool) -> None:
+    _say(f"held with fence {lease.fence} by {lease.holder}")
+
+
 def _runner(args: argparse.Namespace, backend: Backend, agent_name: str) -> AgentRunner:
     registered = load_agent(agent_name)
 
@@ -77,7 +81,7 @@ def _runner(args: argparse.Namespace, backend: Backend, agent_name: str) -> Agen
         lease_policy=LeasePolicy(ttl=args.lease_ttl, renew_within=args.lease_ttl / 3),
         holder=args.holder or default_holder(),
         on_boundary=progress,
-        on_lease=lambda lease: _say(f"held with fence {lease.fence} by {lease.holder}"),
+        on_lease=_announce_lease,
     )
 
 
