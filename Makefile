@@ -18,3 +18,6 @@ lint: deps
 
 demo: deps
 	bash hack/demo.sh
+
+bench: deps
+	$(PYTHON) -m bench.checkpoint_write
