@@ -11,6 +11,7 @@ import asyncio
 import json
 import signal
 import sqlite3
+import subprocess
 import textwrap
 import time
 from collections.abc import Iterator
@@ -87,6 +88,20 @@ def _apply(kube: Kube, name: str, agent: str, *, extra: str = "", ttl: int = 5) 
         + extra
     )
     kube.kubectl("apply", "-f", "-", stdin=manifest)
+
+
+def _agentrun_cli(kube: Kube, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        ["agentrun", *args],
+        capture_output=True,
+        text=True,
+        env=kube.control_plane.env(),
+        timeout=60,
+        check=False,
+    )
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
 
 
 def _get(kube: Kube, name: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 
 from agentrun.checkpointing import Checkpointer, WriteReceipt
+from agentrun.cli import kube
 from agentrun.cli.exits import EXIT_HELP, Exit, exit_for
 from agentrun.cli.render import lease_line, plan_json, plan_lines, result_line
 from agentrun.errors import AgentRunError, ConfigurationError, NothingCheckpointedError
@@ -198,10 +199,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def with_run(name: str, help: str) -> argparse.ArgumentParser:
+    def with_run(name: str, help: str, *, kube: bool = False) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help)
-        sub.add_argument("run_id", metavar="RUN_ID")
-        sub.add_argument("--tenant", required=True)
+        sub.add_argument(
+            "run_id",
+            metavar="RUN_ID",
+            help="the run id (with --kube: the AgentRun's name)" if kube else None,
+        )
+        sub.add_argument(
+            "--tenant",
+            required=not kube,
+            help="the run's tenant (not needed with --kube)" if kube else None,
+        )
+        if kube:
+            sub.add_argument(
+                "--kube",
+                action="store_true",
+                help="answer for an AgentRun in the cluster: patch its spec with "
+                "kubectl (current context) instead of writing to --store",
+            )
+            sub.add_argument("--namespace", "-n", help="with --kube: the AgentRun's namespace")
         return sub
 
     inspect = with_run(
@@ -230,13 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--holder", help="this worker's identity (default: host-pid-random)")
 
-    approve = with_run("approve", "approve (or --deny) the approval a run waits on")
+    approve = with_run("approve", "approve (or --deny) the approval a run waits on", kube=True)
     approve.add_argument("--request", required=True, help="the request id `inspect` shows")
     approve.add_argument("--deny", action="store_true")
     approve.add_argument("--reason", default="", help="told to the model on a denial")
     approve.add_argument("--by", default=getpass.getuser(), help="who decides (default: you)")
 
-    resolve = with_run("resolve", "answer for a call nobody can decide")
+    resolve = with_run("resolve", "answer for a call nobody can decide", kube=True)
     resolve.add_argument("--call", required=True, help="the call id `inspect` shows")
     answer = resolve.add_mutually_exclusive_group(required=True)
     answer.add_argument("--ran", action="store_true", help="it happened (give --result)")
@@ -260,6 +277,33 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+def _in_cluster(args: argparse.Namespace) -> Exit:
+    if args.command == "approve":
+        tool = kube.approve(
+            args.namespace,
+            args.run_id,
+            args.request,
+            approved=not args.deny,
+            by=args.by,
+            reason=args.reason,
+        )
+        verb = "denied" if args.deny else "approved"
+        _say(
+            f"{verb} {args.request} ({tool}) in AgentRun {args.run_id} as {args.by}; the "
+            "operator carries it on"
+        )
+    else:
+        tool = kube.resolve(
+            args.namespace, args.run_id, args.call, ran=args.ran, result=args.result, by=args.by
+        )
+        answer = f"it ran, with result {args.result!r}" if args.ran else "it did not run"
+        _say(
+            f"recorded for {tool} (call {args.call}) in AgentRun {args.run_id}: {answer} "
+            f"(by {args.by}); the operator carries it on"
+        )
+    return Exit.CARRIED_ON
+
+
 async def _dispatch(args: argparse.Namespace) -> Exit:
     backend = await open_backend(args.store)
     try:
@@ -276,11 +320,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(
             "resolve: --ran needs --result (the result the call had); --did-not-run takes none"
         )
+    if getattr(args, "kube", False) is False and getattr(args, "tenant", "") is None:
+        parser.error(f"{args.command}: --tenant is required (or --kube for an AgentRun)")
     try:
         if args.command == "schema":
             return _schema(args)
         if args.command == "agents":
             return _agents()
+        if getattr(args, "kube", False):
+            return _in_cluster(args)
         return int(asyncio.run(_dispatch(args)))
     except AgentRunError as error:
         code = exit_for(error)
