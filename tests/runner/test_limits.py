@@ -51,9 +51,12 @@ async def test_a_budget_stops_the_run_and_the_ledger_decides_what_is_left(
     assert probe.calls == ["x"]
     frontier = await runner(memory, script("unused")).checkpoints.latest("t", "r")
     assert frontier is not None
-    assert frontier.cost_micros == TURN_COST
+    # The reply that crossed the budget is paid for and kept, its call not dispatched.
+    assert frontier.boundary.value == "after_model_call"
+    assert [p.call.arguments for p in frontier.pending] == [{"item": "y"}]
+    assert frontier.cost_micros == 2 * TURN_COST
 
-    # The checkpoint says 1 call's worth was spent; the ledger says 2. The ledger wins.
+    # The ledger, not the checkpoint, says what was spent.
     provider = script(*THREE_TURNS)
     again = await runner(memory, provider, holder="worker-b").resume(defined, "r", tenant="t")
     assert again.status is RunStatus.BUDGET_EXCEEDED
@@ -65,9 +68,8 @@ async def test_a_budget_stops_the_run_and_the_ledger_decides_what_is_left(
     )
     assert raised.status is RunStatus.COMPLETED
     assert probe.calls == ["x", "y", "z"]
-    # three more calls after the frontier: everything charged, including the reply lost when the
-    # budget stopped the first worker, is in the total
-    assert raised.cost_micros == await memory.ledger.spent("t", "r") == 5 * TURN_COST
+    # the kept reply is dispatched without asking the model again: two more calls, four in all
+    assert raised.cost_micros == await memory.ledger.spent("t", "r") == 4 * TURN_COST
 
 
 async def test_a_deadline_stops_the_run_and_it_can_be_resumed(memory: MemoryBackend) -> None:

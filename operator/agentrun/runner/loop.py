@@ -347,6 +347,10 @@ class AgentRunner:
                 return self._result(state, RunStatus.COMPLETED)
             pending = tuple(self._pending(state.agent, call) for call in reply.tool_calls)
             await self._checkpoint(state, Boundary.AFTER_MODEL_CALL, pending=pending)
+            if state.budget_micros is not None and state.cost_micros > state.budget_micros:
+                # The reply is paid for and kept: a resume with more budget dispatches what it
+                # asked for instead of paying for the same answer again.
+                raise BudgetExceededError(state.run_id, state.cost_micros, 0, state.budget_micros)
             for index, call in enumerate(pending):
                 await self._dispatch(state, call, pending[index:])
             await self._checkpoint(state, Boundary.AFTER_TOOL_RESULT)
@@ -376,10 +380,6 @@ class AgentRunner:
                 cost,
                 budget=None,
                 fence=state.fence,
-            )
-        if state.budget_micros is not None and state.cost_micros > state.budget_micros:
-            raise BudgetExceededError(
-                state.run_id, state.cost_micros - cost, cost, state.budget_micros
             )
 
     def _append(self, state: _Run, message: Message) -> None:
