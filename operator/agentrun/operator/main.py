@@ -21,6 +21,9 @@ from agentrun.operator.worker import RunWorker
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
+RETRY_AFTER = 5.0
+"""Seconds before a daemon that failed unexpectedly (the API server away, say) starts again."""
+
 GRACE = 25.0
 """Seconds a stopping daemon gets to reach its next step and hand its lease back."""
 
@@ -39,7 +42,9 @@ async def cleanup(*, memo: Any, **_: Any) -> None:
     await stop(memo)
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, when=_not_finished, cancellation_timeout=GRACE)
+@kopf.daemon(
+    GROUP, VERSION, PLURAL, when=_not_finished, cancellation_timeout=GRACE, backoff=RETRY_AFTER
+)
 async def run_agent(
     *, body: kopf.Body, memo: Any, stopped: kopf.DaemonStopped, logger: Logger, **_: Any
 ) -> None:
