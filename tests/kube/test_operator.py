@@ -422,3 +422,40 @@ def test_a_changed_agent_definition_is_refused_as_a_revision_mismatch(
     assert _count(effects, "booking") == before + 1
     operators.start("replica-a")
     operators.start("replica-b")
+
+
+def test_suspend_pauses_the_run_at_its_next_step_and_hands_the_lease_back(
+    kube: Kube, operators: Operators, redis: RedisServer
+) -> None:
+    _apply(kube, "paused", "patient", ttl=60)
+    wait_for(
+        "the first wait",
+        lambda: _get(kube, "paused").get("status", {}).get("iteration") == 1,
+        60,
+        operators.logs,
+    )
+    kube.kubectl("patch", "agentrun", "paused", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    wait_for(
+        "Suspended",
+        lambda: _is(kube, "paused", "Succeeded", "Unknown", "Suspended"),
+        60,
+        operators.logs,
+    )
+    uid = _get(kube, "paused")["metadata"]["uid"]
+
+    async def held() -> object:
+        backend = await open_backend(redis.url)
+        try:
+            return await backend.leases.held(kube.namespace, uid)
+        finally:
+            await backend.close()
+
+    assert asyncio.run(held()) is None, "a suspended run must not keep its lease"
+    iteration = _get(kube, "paused")["status"]["iteration"]
+    time.sleep(3)
+    assert _get(kube, "paused")["status"]["iteration"] == iteration
+    kube.kubectl("patch", "agentrun", "paused", "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    wait_for(
+        "paused to succeed", lambda: _is(kube, "paused", "Succeeded", "True"), 60, operators.logs
+    )
+    assert _get(kube, "paused")["status"]["resumeCount"] >= 1

@@ -156,9 +156,15 @@ class RunWorker:
             await self._attempt(spec, registered)
 
     async def _idle(self, reason: str, message: str) -> None:
+        """Say why the run is not going on — unless a holder is still finishing its step: then
+        it is the holder's to say, once it has stopped and handed the lease back."""
         succeeded = c.find(self._current().get("conditions") or [], c.SUCCEEDED) or {}
         if succeeded.get("reason") != reason:
-            await self._write(updates=((c.SUCCEEDED, "Unknown", reason, message),), reason=reason)
+            assert self.tenant is not None
+            if await self.context.backend.leases.held(self.tenant, self.run_id) is None:
+                await self._write(
+                    updates=((c.SUCCEEDED, "Unknown", reason, message),), reason=reason
+                )
         await self._pause()
 
     def _waiting_on_people(self, spec: AgentRunSpec) -> bool:
