@@ -301,10 +301,13 @@ def test_a_budget_stops_the_run_and_resume_can_raise_it(cli: Cli) -> None:
     )  # fmt: skip
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stdout.splitlines()[-1] == "run r budget_exceeded at iteration 2, 2692 micros"
+    # the reply that crossed the budget was kept (iteration 2); over budget, nothing is dispatched
     same = cli("run", "--resume", "r", "--tenant", "t")
     assert same.returncode == 0
-    assert same.stdout.splitlines()[-1] == "run r budget_exceeded at iteration 1, 2692 micros"
+    assert same.stdout.splitlines()[-1] == "run r budget_exceeded at iteration 2, 2692 micros"
+    assert services.bookings() == []
     raised = cli("run", "--resume", "r", "--tenant", "t", "--budget-micros", "100000")
     assert raised.returncode == 0, raised.stderr
-    assert raised.stdout.splitlines()[-1].startswith("run r completed at iteration 4, 7680 micros")
+    # the kept reply's booking is dispatched without asking the model again: 4 calls in all
+    assert raised.stdout.splitlines()[-1].startswith("run r completed at iteration 4, 6132 micros")
     assert len(services.bookings()) == 1

@@ -220,10 +220,10 @@ class AgentRunner:
         carried = await resumer.resume(
             run_id, tenant=tenant, worker=self.holder, before_planning=before_planning
         )
-        if self.on_lease is not None:
-            await self.on_lease(carried.lease, True)
         holder = Leaseholder(self.leases, carried.lease, self.lease_policy, taken_at=taken_at)
         async with holder as lease:
+            if self.on_lease is not None:  # inside, so the lease goes back if it raises
+                await self.on_lease(carried.lease, True)
             return await self._carry_on(
                 agent,
                 carried.checkpoint,
@@ -284,6 +284,7 @@ class AgentRunner:
         self, state: _Run, checkpoint: Checkpoint, plan: ResumePlan
     ) -> RunResult:
         if checkpoint.pending:
+            _refuse_over_budget(state)
             decided = {d.pending.call.id: d for d in plan.decisions}
             for index, pending in enumerate(checkpoint.pending):
                 decision = decided[pending.call.id]
@@ -327,8 +328,7 @@ class AgentRunner:
         while True:
             if state.iteration >= state.agent.max_iterations:
                 return self._result(state, RunStatus.MAX_ITERATIONS)
-            if state.budget_micros is not None and state.cost_micros >= state.budget_micros:
-                raise BudgetExceededError(state.run_id, state.cost_micros, 0, state.budget_micros)
+            _refuse_over_budget(state, at_most=True)
             state.ensure_held()
             reply = await self.provider.complete(
                 model=state.agent.model, messages=tuple(state.messages), tools=tools
@@ -347,10 +347,9 @@ class AgentRunner:
                 return self._result(state, RunStatus.COMPLETED)
             pending = tuple(self._pending(state.agent, call) for call in reply.tool_calls)
             await self._checkpoint(state, Boundary.AFTER_MODEL_CALL, pending=pending)
-            if state.budget_micros is not None and state.cost_micros > state.budget_micros:
-                # The reply is paid for and kept: a resume with more budget dispatches what it
-                # asked for instead of paying for the same answer again.
-                raise BudgetExceededError(state.run_id, state.cost_micros, 0, state.budget_micros)
+            # Over budget, the reply is paid for and kept: a resume with more budget dispatches
+            # what it asked for instead of paying for the same answer again.
+            _refuse_over_budget(state)
             for index, call in enumerate(pending):
                 await self._dispatch(state, call, pending[index:])
             await self._checkpoint(state, Boundary.AFTER_TOOL_RESULT)
@@ -530,8 +529,8 @@ class AgentRunner:
             await self.on_boundary(checkpoint, receipt, self.checkpoints.last_error)
 
     def _result(self, state: _Run, status: RunStatus, **extra: Any) -> RunResult:
-        last = state.messages[-1] if state.messages else None
-        output = last.text if last is not None and last.role == "assistant" else ""
+        # Only a finished run has an answer; a reply kept mid-turn is not one.
+        output = state.messages[-1].text if status is RunStatus.COMPLETED else ""
         return RunResult(
             run_id=state.run_id,
             tenant=state.tenant,
@@ -556,10 +555,19 @@ class AgentRunner:
         lease = await Leaseholder.acquire(
             self.leases, tenant, run_id, self.holder, self.lease_policy
         )
-        if self.on_lease is not None:
-            await self.on_lease(lease.lease, False)
         async with lease:
+            if self.on_lease is not None:  # inside, so the lease goes back if it raises
+                await self.on_lease(lease.lease, False)
             yield lease
+
+
+def _refuse_over_budget(state: _Run, *, at_most: bool = False) -> None:
+    """Stop a run that spent past its budget (or, before a model call, all of it)."""
+    budget = state.budget_micros
+    if budget is not None and (
+        state.cost_micros >= budget if at_most else state.cost_micros > budget
+    ):
+        raise BudgetExceededError(state.run_id, state.cost_micros, 0, budget)
 
 
 def _finished(messages: Sequence[Message]) -> bool:
