@@ -1,14 +1,20 @@
-# Every target that runs something first makes sure it is installed (hack/install-deps.sh is
-# idempotent), so `make demo` and `make test` work on a fresh machine.
+# Every target that runs something first makes sure it is installed, so `make demo` and
+# `make test` work on a fresh machine. Both scripts are idempotent: after the first run they cost
+# seconds. `kube-tools` builds kube-apiserver (minutes, the first time), which only the tests and
+# the operator benchmark need.
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: deps test lint demo bench
+.PHONY: deps kube-tools test lint demo bench bench-operator
 
 deps:
 	@bash hack/install-deps.sh
 
-test: deps
+kube-tools:
+	@echo "==> Kubernetes test tools (kube-apiserver, helm, hadolint): hack/kube-tools.sh"
+	@bash hack/kube-tools.sh
+
+test: deps kube-tools
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
 lint: deps
@@ -21,3 +27,6 @@ demo: deps
 
 bench: deps
 	$(PYTHON) -m bench.checkpoint_write
+
+bench-operator: deps kube-tools
+	$(PYTHON) -m bench.operator_scale

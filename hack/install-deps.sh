@@ -22,6 +22,3 @@ if ! python3 -c 'import agentrun, pytest, redis, asyncpg, kopf' >/dev/null 2>&1 
   python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
   touch .agentrun-deps-stamp
 fi
-
-echo "==> Kubernetes test tools (kube-apiserver, helm, hadolint): hack/kube-tools.sh"
-bash hack/kube-tools.sh
