@@ -16,6 +16,7 @@ the lease, just before the resume plans — never while another replica might be
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -38,6 +39,7 @@ from agentrun.operator import conditions as c
 from agentrun.operator.context import OperatorContext
 from agentrun.operator.events import notice
 from agentrun.operator.finalizers import ensure_finalizer
+from agentrun.operator.kubeapi import Rejected
 from agentrun.operator.resource import AgentRunSpec
 from agentrun.operator.status import ConditionUpdate, StatusWriter, Superseded
 from agentrun.operator.tenancy import tenant_for
@@ -119,7 +121,8 @@ class RunWorker:
 
     async def work(self) -> None:
         if not self._current().get("conditions"):
-            await self._write(reason="Pending")
+            with contextlib.suppress(Rejected):  # kept changing: another replica wrote them
+                await self._write(reason="Pending")
         spec = self._spec()
         labels = await self.context.api.namespace_labels(self.namespace)
         self.tenant = tenant_for(self.namespace, labels, spec.tenant)
@@ -152,7 +155,11 @@ class RunWorker:
             if self._waiting_on_people(spec):
                 await self._pause()
                 continue
-            await ensure_finalizer(self.context.api, self.namespace, self.name)
+            try:
+                await ensure_finalizer(self.context.api, self.namespace, self.name)
+            except Rejected:  # the object kept changing under the patch: next turn
+                await self._pause()
+                continue
             await self._attempt(spec, registered)
 
     async def _idle(self, reason: str, message: str) -> None:
@@ -257,6 +264,9 @@ class RunWorker:
                     budget_micros=budget,
                     stop=stop,
                 )
+            # Inside the try: once this replica let the lease go, another may have taken the
+            # run before this status write landed, and then the write is rightly refused.
+            await self._finished(result)
         except RunLeaseError as error:
             if self.status.fence is None:
                 await self._wait_for_lease()
@@ -280,14 +290,19 @@ class RunWorker:
                 raise
             self._say("will retry: %s", error, level=logging.WARNING)
             await asyncio.sleep(RETRY_BACKOFF)
-            return
-        await self._finished(result)
 
     async def _wait_for_lease(self) -> None:
         """Another replica holds the run: wait until the store says its lease is gone."""
         assert self.tenant is not None
         while not self.stopping():
-            held = await self.context.backend.leases.held(self.tenant, self.run_id)
+            try:
+                held = await self.context.backend.leases.held(self.tenant, self.run_id)
+            except AgentRunError as error:
+                if not error.retryable:
+                    raise
+                self._say("will ask again: %s", error, level=logging.WARNING)
+                await asyncio.sleep(RETRY_BACKOFF)
+                continue
             if held is None:
                 return
             await asyncio.sleep(min(held.remaining, self.context.config.poll_interval))
