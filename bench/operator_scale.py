@@ -1,0 +1,675 @@
+"""What the operator sustains: runs finished per second, takeover after a kill, memory per run.
+
+``python3 -m bench.operator_scale`` (``make bench-operator``) starts a throwaway control plane
+(etcd and kube-apiserver on loopback, ``tests/support/kube.py``), a throwaway Redis
+(``tests/support/redis_server.py``), installs the AgentRun CRD and starts two operator replicas
+(``python -m agentrun.operator --standalone``, the agents of ``bench/agents.py``), then:
+
+1. **memory** — RSS (``VmRSS``) of each replica idle, then with N runs alive (each parked on an
+   approval nobody gives, so every replica keeps a daemon for it); the difference over N;
+2. **takeover** — a run mid-way through a slow read-only step, its holder SIGKILLed: the time
+   until the new fence is visible in ``.status.lease``, with the lease TTL the run asked for
+   and what the store said was left of the dead holder's lease at the kill;
+3. **throughput** — N AgentRuns in one ``kubectl apply --server-side`` of a multi-document
+   manifest, timed from the apply to the last ``Succeeded=True``, for each N of ``--runs``;
+   beside it, the CPU seconds each process spent and the API requests per run by verb, which
+   say where the time goes.
+
+It is a command, never a test: timings on a shared 2-core machine are evidence to read, not a
+threshold to assert. Every process it starts is stopped by its pid, on success, failure or
+Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any, cast
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config import new_client_from_config
+from tests.support.kube import REPO, ControlPlane, free_port, kubectl_binary, start_control_plane
+from tests.support.operator import Replica
+from tests.support.redis_server import RedisServer
+
+from agentrun.operator.resource import GROUP, PLURAL, VERSION
+from agentrun.stores.backend import open_backend
+
+CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
+REPLICAS = ("replica-a", "replica-b")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# -- processes ----------------------------------------------------------------------------------
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU of a live process (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def serves_metrics(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@dataclass
+class Bench:
+    """Everything the benchmark started, and how to reach it."""
+
+    workdir: Path
+    poll_interval: float
+    log_flag: str
+    plane: ControlPlane | None = None
+    redis: RedisServer | None = None
+    replicas: dict[str, Replica] = field(default_factory=dict)
+    namespaces: tuple[str, ...] = ()
+    kubectl_bin: str = ""
+    api: client.ApiClient | None = None
+
+    @property
+    def objects(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        found = self.objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        return cast(dict[str, Any], found)
+
+    def kubectl(self, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
+        assert self.plane is not None
+        done = subprocess.run(
+            [self.kubectl_bin, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.plane.env(),
+            timeout=timeout,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr}")
+        return done.stdout
+
+    def start_replica(self, name: str) -> Replica:
+        assert self.plane is not None
+        assert self.redis is not None
+        port = free_port()
+        env = {
+            **self.plane.env(),
+            "AGENTRUN_STORE_URL": self.redis.url,
+            "AGENTRUN_WORKER_ID": name,
+            "AGENTRUN_METRICS_PORT": str(port),
+            "AGENTRUN_POLL_INTERVAL": str(self.poll_interval),
+            "AGENTRUN_AGENT_MODULES": "bench.agents",
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(REPO / "operator"), str(REPO), os.environ.get("PYTHONPATH")])
+            ),
+        }
+        log = self.workdir / f"{name}-{int(time.time() * 1000)}.log"
+        argv = [sys.executable, "-m", "agentrun.operator", "--standalone"]
+        argv += [f"--namespace={namespace}" for namespace in self.namespaces]
+        if self.log_flag:
+            argv.append(self.log_flag)
+        with log.open("wb") as sink:
+            process = subprocess.Popen(
+                argv, cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT
+            )
+        replica = Replica(name, process, log, port)
+        self.replicas[name] = replica
+        deadline = time.monotonic() + 60
+        while not serves_metrics(port):  # the start-up handler serves them once it is ready
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not start:\n{replica.output()[-3000:]}")
+            time.sleep(0.1)
+        return replica
+
+    def holder(self, holder: str) -> Replica:
+        for replica in self.replicas.values():
+            if holder.startswith(f"{replica.name}-{replica.process.pid}-"):
+                return replica
+        raise RuntimeError(f"no replica of this benchmark is {holder}")
+
+    def pids(self) -> dict[str, int]:
+        assert self.plane is not None
+        assert self.redis is not None
+        found = {
+            "kube-apiserver": self.plane.apiserver.pid,
+            "etcd": self.plane.etcd.pid,
+            "redis": self.redis.pid,
+        }
+        for name, replica in self.replicas.items():
+            if replica.process.poll() is None:
+                found[name] = replica.process.pid
+        return found
+
+    def stop(self) -> None:
+        """Stop every process this benchmark started, by pid: replicas first, then servers."""
+        live = [r for r in self.replicas.values() if r.process.poll() is None]
+        for replica in live:
+            replica.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for replica in live:
+            try:
+                replica.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                replica.process.kill()
+                replica.process.wait(timeout=10)
+        if self.api is not None:
+            self.api.close()  # type: ignore[no-untyped-call]
+        if self.redis is not None:
+            self.redis.stop()
+        if self.plane is not None:
+            self.plane.stop()
+
+
+@contextlib.contextmanager
+def started(workdir: Path, poll_interval: float, log_flag: str) -> Iterator[Bench]:
+    bench = Bench(workdir, poll_interval, log_flag)
+    try:
+        bench.kubectl_bin = kubectl_binary()
+        print("starting etcd, kube-apiserver and redis on loopback ...", flush=True)
+        bench.plane = start_control_plane(workdir / "control-plane")
+        bench.redis = RedisServer(workdir / "redis").start()
+        bench.kubectl("apply", "--server-side", "-f", str(CRD))
+        bench.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s", "crd/agentruns.agentrun.dev"
+        )
+        bench.api = new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(bench.plane.kubeconfig)
+        )
+        yield bench
+    finally:
+        bench.stop()
+
+
+# -- watching runs ------------------------------------------------------------------------------
+
+
+def condition(body: dict[str, Any], type_: str) -> dict[str, Any]:
+    for found in (body.get("status") or {}).get("conditions") or ():
+        if found.get("type") == type_:
+            return dict(found)
+    return {}
+
+
+@dataclass
+class RunTimes:
+    added: float
+    leased: float | None = None
+    ended: float | None = None
+    outcome: str = ""
+    resumes: int = 0
+
+
+class Watcher:
+    """Follows every AgentRun of one namespace and notes when each was seen, leased and ended.
+
+    ``ended`` is set the first time ``until`` says the run is where the phase wants it (for
+    example ``Succeeded=True``) or ``Succeeded=False`` (a failure, which the report shows).
+    """
+
+    def __init__(self, bench: Bench, namespace: str, until: Callable[[dict[str, Any]], bool]):
+        self.bench = bench
+        self.namespace = namespace
+        self.until = until
+        self.runs: dict[str, RunTimes] = {}
+        self.lock = threading.Lock()
+        self.closing = threading.Event()
+        self.thread = threading.Thread(target=self._follow, daemon=True)
+
+    def __enter__(self) -> Watcher:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.closing.set()
+
+    def _see(self, body: dict[str, Any], now: float) -> None:
+        name = body["metadata"]["name"]
+        with self.lock:
+            run = self.runs.setdefault(name, RunTimes(added=now))
+            status = body.get("status") or {}
+            if run.leased is None and status.get("lease"):
+                run.leased = now
+            run.resumes = int(status.get("resumeCount") or 0)
+            if run.ended is None:
+                succeeded = condition(body, "Succeeded")
+                if self.until(body):
+                    run.ended, run.outcome = now, "ok"
+                elif succeeded.get("status") == "False":
+                    run.ended, run.outcome = now, str(succeeded.get("reason"))
+
+    def _follow(self) -> None:
+        objects = self.bench.objects
+        while not self.closing.is_set():
+            try:
+                listed = cast(
+                    dict[str, Any],
+                    objects.list_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL),
+                )
+                now = time.monotonic()
+                for item in listed["items"]:
+                    self._see(item, now)
+                stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                    objects.list_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    self.namespace,
+                    PLURAL,
+                    resource_version=listed["metadata"]["resourceVersion"],
+                    timeout_seconds=20,
+                )
+                for event in stream:
+                    if self.closing.is_set():
+                        return
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._see(event["object"], time.monotonic())
+            except (ApiException, OSError, ValueError) as error:
+                if not self.closing.is_set():
+                    print(f"  (watch restarted: {type(error).__name__})", flush=True)
+                    time.sleep(0.5)
+
+    def counts(self) -> tuple[int, int, int]:
+        """Seen, ended as wanted, ended otherwise."""
+        with self.lock:
+            ended = [r for r in self.runs.values() if r.ended is not None]
+            return len(self.runs), sum(r.outcome == "ok" for r in ended), len(ended)
+
+    def wait(
+        self, total: int, deadline: float, label: str, tick: Callable[[], None] = lambda: None
+    ) -> None:
+        """Until ``total`` runs ended or the deadline; progress every 15 s, ``tick`` every 0.2 s."""
+        last = time.monotonic()
+        while time.monotonic() < deadline:
+            tick()
+            seen, ok, ended = self.counts()
+            if ended >= total:
+                return
+            if time.monotonic() - last >= 15:
+                print(f"  {label}: {seen} seen, {ok} done, {ended - ok} failed", flush=True)
+                last = time.monotonic()
+            time.sleep(0.2)
+
+
+def succeeded(body: dict[str, Any]) -> bool:
+    return condition(body, "Succeeded").get("status") == "True"
+
+
+def awaiting_approval(body: dict[str, Any]) -> bool:
+    return condition(body, "AwaitingApproval").get("status") == "True"
+
+
+def manifest(prefix: str, count: int, agent: str, lease: tuple[int, int] | None = None) -> str:
+    policy = (
+        f"  leasePolicy:\n    ttlSeconds: {lease[0]}\n    renewWithinSeconds: {lease[1]}\n"
+        if lease
+        else ""
+    )
+    return "".join(
+        f"---\napiVersion: {GROUP}/{VERSION}\nkind: AgentRun\nmetadata:\n"
+        f"  name: {prefix}-{index:05d}\nspec:\n  agent: {agent}\n  input: go\n{policy}"
+        for index in range(count)
+    )
+
+
+# -- API server request counts ------------------------------------------------------------------
+
+REQUEST_LINE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def api_requests(bench: Bench) -> Counter[str]:
+    """``apiserver_request_total`` summed by resource[/subresource] and verb."""
+    assert bench.plane is not None
+    context = ssl.create_default_context(cafile=str(bench.plane.workdir / "certs" / "ca.crt"))
+    request = urllib.request.Request(f"{bench.plane.server}/metrics")
+    request.add_header("Authorization", f"Bearer {bench.plane.token}")
+    with urllib.request.urlopen(request, timeout=30, context=context) as response:
+        text = response.read().decode()
+    totals: Counter[str] = Counter()
+    for line in text.splitlines():
+        matched = REQUEST_LINE.match(line)
+        if matched is None:
+            continue
+        labels = dict(LABEL.findall(matched["labels"]))
+        resource = labels.get("resource", "")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        totals[f"{labels.get('verb', '?')} {resource}"] += int(float(matched["value"]))
+    return totals
+
+
+# -- phases -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    rows: list[tuple[str, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, measure: str, value: str, detail: str = "") -> None:
+        self.rows.append((measure, value, detail))
+        print(f"  {measure}: {value}  {detail}", flush=True)
+
+    def print(self) -> None:
+        width = max(len(r[0]) for r in self.rows)
+        value_width = max(len(r[1]) for r in self.rows)
+        print()
+        print(f"{'measure'.ljust(width)} | {'value'.rjust(value_width)} | detail")
+        print(f"{'-' * width}-+-{'-' * value_width}-+-------")
+        for measure, value, detail in self.rows:
+            print(f"{measure.ljust(width)} | {value.rjust(value_width)} | {detail}")
+        for note in self.notes:
+            print(note)
+
+
+def phase_memory(bench: Bench, table: Table, count: int, namespace: str) -> None:
+    print(f"memory: idle, then {count} runs parked on an approval", flush=True)
+    time.sleep(3)
+    idle = {name: rss_kib(r.process.pid) for name, r in bench.replicas.items()}
+    with Watcher(bench, namespace, awaiting_approval) as watcher:
+        bench.kubectl(
+            "apply", "--server-side", "-n", namespace, "-f", "-",
+            stdin=manifest("parked", count, "parked"), timeout=600,
+        )  # fmt: skip
+        watcher.wait(count, time.monotonic() + 300, "parked")
+        _, parked, _ = watcher.counts()
+    time.sleep(3)
+    alive = {name: rss_kib(r.process.pid) for name, r in bench.replicas.items()}
+    for name in bench.replicas:
+        grown = alive[name] - idle[name]
+        table.add(
+            f"RSS {name}, idle -> {parked} parked runs",
+            f"{grown / max(parked, 1):.1f} KiB/run",
+            f"{idle[name] / 1024:.1f} MiB -> {alive[name] / 1024:.1f} MiB",
+        )
+    started_at = time.monotonic()
+    bench.kubectl("delete", "agentruns", "--all", "-n", namespace, "--wait=true", timeout=600)
+    table.add(
+        f"delete {count} parked runs",
+        f"{time.monotonic() - started_at:.1f} s",
+        "kubectl delete --all --wait (forgets each run in the store, drops the finalizer)",
+    )
+
+
+async def lease_remaining(url: str, tenant: str, run_id: str) -> float | None:
+    backend = await open_backend(url)
+    try:
+        held = await backend.leases.held(tenant, run_id)
+        return None if held is None else held.remaining
+    finally:
+        await backend.close()
+
+
+def phase_takeover(bench: Bench, table: Table, repetitions: int, ttl: int, namespace: str) -> None:
+    assert bench.redis is not None
+    print(f"takeover: {repetitions} SIGKILLs of the holder, lease TTL {ttl} s", flush=True)
+    takeovers: list[float] = []
+    lapses: list[float] = []
+
+    def status(name: str) -> dict[str, Any]:
+        return dict(bench.get(namespace, name).get("status") or {})
+
+    names = [f"takeover-{index:02d}" for index in range(repetitions)]
+    for name in names:
+        bench.kubectl(
+            "apply", "--server-side", "-n", namespace, "-f", "-",
+            stdin=manifest(name, 1, "slow", (ttl, max(1, ttl * 2 // 5))),
+        )  # fmt: skip
+        run = f"{name}-00000"
+        deadline = time.monotonic() + 60
+        while not (status(run).get("lease") and status(run).get("iteration", 0) >= 2):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{run} never reached its slow step")
+            time.sleep(0.05)
+        time.sleep(1.0)  # well inside the slow step
+        first = status(run)["lease"]
+        victim = bench.holder(first["holder"])
+        run_id = bench.get(namespace, run)["metadata"]["uid"]
+        asked = time.monotonic()
+        remaining = asyncio.run(lease_remaining(bench.redis.url, namespace, run_id))
+        killed = time.monotonic()
+        victim.signal(signal.SIGKILL)
+        victim.wait()
+        while (status(run).get("lease") or {}).get("fence", 0) <= first["fence"]:
+            if time.monotonic() - killed > ttl + 60:
+                raise RuntimeError(f"no replica took {run} over within {ttl + 60} s")
+            time.sleep(0.05)
+        took = time.monotonic() - killed
+        left = (remaining or 0.0) - (killed - asked)
+        takeovers.append(took)
+        lapses.append(took - left)
+        print(
+            f"  {run}: fence {first['fence']} -> {status(run)['lease']['fence']} "
+            f"in {took:.2f} s ({left:.2f} s of the lease was left)",
+            flush=True,
+        )
+        bench.start_replica(victim.name)  # the Deployment brings a new pod: a new holder
+    table.add(
+        f"kill -> takeover, TTL {ttl} s (median of {repetitions})",
+        f"{statistics.median(takeovers):.2f} s",
+        f"min {min(takeovers):.2f} max {max(takeovers):.2f}; after the lease lapsed: median "
+        f"{statistics.median(lapses):.2f} s (poll interval {bench.poll_interval} s)",
+    )
+    with Watcher(bench, namespace, succeeded) as watcher:
+        watcher.wait(repetitions, time.monotonic() + 120, "taken over")
+        _, ok, ended = watcher.counts()
+    resumes = [int(status(f"{name}-00000").get("resumeCount") or 0) for name in names]
+    table.add(
+        "taken-over runs that finished",
+        f"{ok}/{repetitions}",
+        f"resumeCount {resumes} (a kill also hits the earlier runs the victim held); "
+        f"{ended - ok} failed",
+    )
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, budget: float) -> None:
+    print(f"throughput: {count} runs of agent quick in one kubectl apply", flush=True)
+    pids = bench.pids()
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    own_before = os.times()
+    requests_before = api_requests(bench)
+    peak = {name: 0 for name in bench.replicas}
+    with Watcher(bench, namespace, succeeded) as watcher:
+        began = time.monotonic()
+        bench.kubectl(
+            "apply", "--server-side", "-n", namespace, "-f", "-",
+            stdin=manifest("run", count, "quick"), timeout=budget,
+        )  # fmt: skip
+        applied = time.monotonic() - began
+
+        def sample() -> None:
+            for name, replica in bench.replicas.items():
+                peak[name] = max(peak[name], rss_kib(replica.process.pid))
+
+        watcher.wait(count, began + budget, f"{count} runs", sample)
+        wall = time.monotonic() - began
+        with watcher.lock:
+            runs = list(watcher.runs.values())
+    own_after = os.times()
+    cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+    cpu["this benchmark + kubectl"] = (
+        own_after.user + own_after.system + own_after.children_user + own_after.children_system
+    ) - (
+        own_before.user + own_before.system + own_before.children_user + own_before.children_system
+    )
+    requests = api_requests(bench) - requests_before
+    done = [r for r in runs if r.outcome == "ok" and r.ended is not None]
+    failed = Counter(r.outcome for r in runs if r.ended is not None and r.outcome != "ok")
+    finished_at = sorted(r.ended - began for r in done if r.ended is not None)
+    end = finished_at[-1] if len(done) == count else wall
+    reached = "" if len(done) == count else f" (stopped at {budget:.0f} s)"
+    table.add(
+        f"{count} runs: apply -> all Succeeded",
+        f"{len(done) / end:.1f} runs/s",
+        f"{len(done)}/{count} done in {end:.1f} s{reached}; apply took {applied:.1f} s"
+        + (f"; failed {dict(failed)}" if failed else ""),
+    )
+    if finished_at:
+        latencies = [r.ended - r.added for r in done if r.ended is not None]
+        queued = [r.leased - r.added for r in done if r.leased is not None]
+        table.add(
+            f"{count} runs: per run, seen -> done",
+            f"{statistics.median(latencies):.1f} s",
+            f"p90 {percentile(latencies, 0.9):.1f} s; seen -> leased median "
+            f"{statistics.median(queued):.1f} s; first done at {finished_at[0]:.1f} s, half at "
+            f"{finished_at[len(finished_at) // 2]:.1f} s",
+        )
+    resumed = [r.resumes for r in runs if r.resumes]
+    table.add(
+        f"{count} runs: resumed by the other replica",
+        f"{len(resumed)}/{len(runs)}",
+        f"{sum(resumed)} resumes in all (status.resumeCount); no replica was killed",
+    )
+    table.add(
+        f"{count} runs: CPU seconds in {wall:.0f} s wall",
+        f"{sum(cpu.values()):.0f} s",
+        ", ".join(
+            f"{name} {seconds:.0f}" for name, seconds in sorted(cpu.items(), key=lambda i: -i[1])
+        ),
+    )
+    interesting = [(k, v) for k, v in requests.most_common() if v >= count // 2]
+    table.add(
+        f"{count} runs: API requests per run",
+        f"{sum(requests.values()) / count:.1f}",
+        ", ".join(f"{key} {value / count:.1f}" for key, value in interesting),
+    )
+    table.add(
+        f"{count} runs: peak RSS per replica",
+        f"{max(peak.values()) / 1024:.0f} MiB",
+        ", ".join(f"{name} {kib / 1024:.0f} MiB" for name, kib in sorted(peak.items())),
+    )
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+def _interrupt(signum: int, _: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run(args: argparse.Namespace) -> None:
+    counts = [int(n) for n in args.runs.split(",") if n.strip()]
+    namespaces = {
+        "memory": "bench-memory",
+        "takeover": "bench-takeover",
+        **{str(n): f"bench-runs-{n}" for n in counts},
+    }
+    table = Table()
+    with contextlib.ExitStack() as stack:
+        workdir = (
+            Path(args.workdir)
+            if args.workdir
+            else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentrun-bench-")))
+        )
+        workdir.mkdir(parents=True, exist_ok=True)
+        bench = stack.enter_context(started(workdir, args.poll_interval, args.log_flag))
+        for namespace in namespaces.values():
+            bench.kubectl("create", "namespace", namespace)
+        bench.namespaces = tuple(namespaces.values())
+        for name in REPLICAS:
+            bench.start_replica(name)
+        print(f"two replicas up; logs in {workdir}", flush=True)
+        try:
+            if args.memory_runs:
+                phase_memory(bench, table, args.memory_runs, namespaces["memory"])
+            if args.takeovers:
+                phase_takeover(bench, table, args.takeovers, args.ttl, namespaces["takeover"])
+            for count in counts:
+                phase_throughput(bench, table, count, namespaces[str(count)], args.budget)
+        finally:
+            if table.rows:
+                table.notes.append(
+                    f"2 replicas, poll interval {args.poll_interval} s, kopf flag "
+                    f"{args.log_flag or '(none: INFO)'}; {os.cpu_count()} cores; logs in {workdir}"
+                )
+                table.print()
+            if args.workdir is None:
+                print("(the logs go with the temporary folder; pass --workdir to keep them)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m bench.operator_scale",
+        description=__doc__.split("\n\n")[0],
+        epilog="Takes about 10 minutes with the defaults on a 2-core machine.",
+    )
+    parser.add_argument(
+        "--runs", default="100,1000", help="comma-separated run counts to apply (default 100,1000)"
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=480.0,
+        help="seconds each throughput phase may take before it reports what it reached (480)",
+    )
+    parser.add_argument(
+        "--takeovers", type=int, default=5, help="holder kills to time, 0 to skip (5)"
+    )
+    parser.add_argument("--ttl", type=int, default=5, help="lease TTL of the killed runs (5 s)")
+    parser.add_argument(
+        "--memory-runs", type=int, default=100, help="runs parked for the memory phase, 0 to skip"
+    )
+    parser.add_argument(
+        "--poll-interval", type=float, default=1.0, help="AGENTRUN_POLL_INTERVAL (1.0 s)"
+    )
+    parser.add_argument(
+        "--kopf-log",
+        dest="log_flag",
+        choices=["--quiet", "--verbose", ""],
+        default="--quiet",
+        help="kopf logging flag for the replicas (default --quiet: warnings only)",
+    )
+    parser.add_argument("--workdir", help="keep the servers' and replicas' files and logs here")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        run(args)
+    except pytest.fail.Exception as missing:
+        print(f"bench: a server could not start: {missing}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bench: interrupted; everything it started is stopped", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
