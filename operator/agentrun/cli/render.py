@@ -25,10 +25,11 @@ def plan_lines(checkpoint: Checkpoint, plan: ResumePlan) -> list[str]:
         lines.append("no outstanding calls")
     for decision in plan.decisions:
         call = decision.pending.call
+        if decision.pending.safe_to_repeat:
+            lines.append(f"  {call.id}  {call.name}  safe to repeat: dispatch it again")
+            continue
         if decision.withheld:
             action = "withhold: answer the model that it was not made"
-        elif decision.pending.safe_to_repeat:
-            action = "dispatch it again (its tool is safe to repeat)"
         else:
             action = ACTIONS[decision.disposition]
         lines.append(f"  {call.id}  {call.name}  {decision.disposition.value}: {action}")
