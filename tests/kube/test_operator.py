@@ -450,7 +450,7 @@ def test_suspend_pauses_the_run_at_its_next_step_and_hands_the_lease_back(
         finally:
             await backend.close()
 
-    assert asyncio.run(held()) is None, "a suspended run must not keep its lease"
+    wait_for("the lease handed back", lambda: asyncio.run(held()) is None, 10, operators.logs)
     iteration = _get(kube, "paused")["status"]["iteration"]
     time.sleep(3)
     assert _get(kube, "paused")["status"]["iteration"] == iteration

@@ -16,14 +16,15 @@ from agentrun.operator.kubeapi import KubeApi, Rejected
 ATTEMPTS = 5
 
 
-async def ensure_finalizer(api: KubeApi, namespace: str, name: str) -> None:
+async def ensure_finalizer(api: KubeApi, namespace: str, name: str) -> dict[str, Any] | None:
+    """Add our finalizer if it is missing; the object as read (None once it is gone)."""
     for _ in range(ATTEMPTS):
         current = await api.get(namespace, name)
         if current is None:
-            return
+            return None
         finalizers: list[str] = current["metadata"].get("finalizers") or []
         if FINALIZER in finalizers:
-            return
+            return current
         guard = {
             "op": "test",
             "path": "/metadata/resourceVersion",
@@ -36,7 +37,7 @@ async def ensure_finalizer(api: KubeApi, namespace: str, name: str) -> None:
         )
         try:
             await api.patch_object(namespace, name, [guard, operation])
-            return
+            return current
         except Rejected:
             continue
     raise Rejected(f"could not add {FINALIZER} to {namespace}/{name}")

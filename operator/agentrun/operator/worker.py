@@ -156,10 +156,14 @@ class RunWorker:
                 await self._pause()
                 continue
             try:
-                await ensure_finalizer(self.context.api, self.namespace, self.name)
+                fresh = await ensure_finalizer(self.context.api, self.namespace, self.name)
             except Rejected:  # the object kept changing under the patch: next turn
                 await self._pause()
                 continue
+            # The watch may lag the last holder's final status write by a moment; the object
+            # as just read does not, so a finished run is never taken up again.
+            if fresh is None or c.is_terminal((fresh.get("status") or {}).get("conditions") or []):
+                return
             await self._attempt(spec, registered)
 
     async def _idle(self, reason: str, message: str) -> None:
@@ -223,6 +227,7 @@ class RunWorker:
             holder=config.worker_id,
             on_boundary=self._on_boundary,
             on_lease=self._on_lease,
+            on_result=self._finished,
         )
 
     async def _attempt(self, spec: AgentRunSpec, registered: RegisteredAgent) -> None:
@@ -247,7 +252,7 @@ class RunWorker:
 
         try:
             try:
-                result = await runner.resume(
+                await runner.resume(
                     agent,
                     self.run_id,
                     tenant=self.tenant,
@@ -256,7 +261,7 @@ class RunWorker:
                     before_planning=self._record_resolutions,
                 )
             except NothingCheckpointedError:
-                result = await runner.run(
+                await runner.run(
                     agent,
                     spec.input or "",
                     tenant=self.tenant,
@@ -264,9 +269,6 @@ class RunWorker:
                     budget_micros=budget,
                     stop=stop,
                 )
-            # Inside the try: once this replica let the lease go, another may have taken the
-            # run before this status write landed, and then the write is rightly refused.
-            await self._finished(result)
         except RunLeaseError as error:
             if self.status.fence is None:
                 await self._wait_for_lease()
@@ -418,6 +420,8 @@ class RunWorker:
     # -- how an attempt ended -----------------------------------------------------------------
 
     async def _finished(self, result: RunResult) -> None:
+        """How the run stopped, written by the runner's ``on_result`` while this replica still
+        holds the lease — so no other replica sees a finished run as one to take up."""
         if result.status is RunStatus.COMPLETED:
             if result.denied:
                 message = f"a person denied {', '.join(result.denied)}: {result.output}"

@@ -122,7 +122,11 @@ class AgentRunner:
         holder: str | None = None,
         on_boundary: BoundaryObserver | None = None,
         on_lease: Callable[[RunLease, bool], Awaitable[None]] | None = None,
+        on_result: Callable[[RunResult], Awaitable[None]] | None = None,
     ) -> None:
+        """``on_lease`` hears of each lease taken (and whether it resumes a run);
+        ``on_result`` hears how the run stopped while its lease is still held, so what it
+        records lands before another worker can take the run."""
         self.provider = provider
         self.idempotency = idempotency
         self.checkpoints = checkpoints
@@ -134,6 +138,7 @@ class AgentRunner:
         self.holder = holder or default_holder()
         self.on_boundary = on_boundary
         self.on_lease = on_lease
+        self.on_result = on_result
 
     # -- entry points -------------------------------------------------------------------------
 
@@ -313,15 +318,18 @@ class AgentRunner:
     ) -> RunResult:
         try:
             async with asyncio.timeout(deadline):
-                return await work
+                result = await work
         except _Interrupted:
-            return self._result(state, RunStatus.INTERRUPTED)
+            result = self._result(state, RunStatus.INTERRUPTED)
         except _Paused as paused:
-            return self._result(state, RunStatus.AWAITING_APPROVAL, approval=paused.approval)
+            result = self._result(state, RunStatus.AWAITING_APPROVAL, approval=paused.approval)
         except TimeoutError:
-            return self._result(state, RunStatus.DEADLINE_EXCEEDED)
+            result = self._result(state, RunStatus.DEADLINE_EXCEEDED)
         except BudgetExceededError:
-            return self._result(state, RunStatus.BUDGET_EXCEEDED)
+            result = self._result(state, RunStatus.BUDGET_EXCEEDED)
+        if self.on_result is not None:
+            await self.on_result(result)
+        return result
 
     async def _loop(self, state: _Run) -> RunResult:
         tools = [each.schema() for each in state.agent.tools]

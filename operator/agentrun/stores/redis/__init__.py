@@ -13,7 +13,10 @@ and these query options, which the kit reads and removes before the driver sees 
 * ``prefix=NAME`` — the key namespace (default ``agentrun``; no braces).
 * ``max_value_bytes=N`` — the largest checkpoint payload sent (default 512 MiB).
 
-Any other query option (``socket_timeout=5``, ...) is the driver's. Sockets time out after
+Any other query option (``socket_timeout=5``, ``max_connections=200``, ...) is the driver's. A
+single server is reached through a blocking pool of ``POOL_SIZE`` connections: a call beyond
+that waits for a free one (up to ``POOL_WAIT_S``) rather than failing, which is what an operator
+with a thousand runs in flight needs. Sockets time out after
 ``SOCKET_TIMEOUT_S`` by default and a failed call is not retried by the driver, so a dead or
 frozen server fails a call in seconds with ``StoreUnavailableError`` instead of hanging the run;
 whether to try again is the caller's decision, made on ``retryable``. The clients speak RESP2:
@@ -38,7 +41,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -72,6 +75,8 @@ __all__ = [
 ]
 
 SOCKET_TIMEOUT_S = 2.0
+POOL_SIZE = 64
+POOL_WAIT_S = 20.0
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 
@@ -151,11 +156,16 @@ async def open_backend(url: str) -> Backend:
             raise StoreUnavailableError("Redis Cluster", "read its slot map", error) from error
         client = cluster_client
     else:
-        client = Redis.from_url(
+        # Blocking: past ``max_connections`` (default POOL_SIZE) a call waits its turn for up
+        # to POOL_WAIT_S instead of failing at once, as the default pool does under load.
+        pool = BlockingConnectionPool.from_url(
             driver_url,
+            **({} if "max_connections" in dict(driver_query) else {"max_connections": POOL_SIZE}),
+            timeout=POOL_WAIT_S,
             socket_timeout=SOCKET_TIMEOUT_S,
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             retry=Retry(NoBackoff(), 0),
             protocol=2,
         )
+        client = Redis.from_pool(pool)
     return backend_on(client, prefix=prefix, max_value_bytes=max_value_bytes, url=url)
