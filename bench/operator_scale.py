@@ -50,6 +50,7 @@ from kubernetes.config import new_client_from_config
 from tests.support.kube import REPO, ControlPlane, free_port, kubectl_binary, start_control_plane
 from tests.support.operator import Replica
 from tests.support.redis_server import RedisServer
+from urllib3.exceptions import HTTPError
 
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
 from agentrun.stores.backend import open_backend
@@ -296,7 +297,7 @@ class Watcher:
                         return
                     if event["type"] in ("ADDED", "MODIFIED"):
                         self._see(event["object"], time.monotonic())
-            except (ApiException, OSError, ValueError) as error:
+            except (ApiException, OSError, ValueError, HTTPError) as error:
                 if not self.closing.is_set():
                     print(f"  (watch restarted: {type(error).__name__})", flush=True)
                     time.sleep(0.5)
