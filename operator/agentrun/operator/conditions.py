@@ -37,37 +37,24 @@ def set_condition(
 ) -> list[dict[str, Any]]:
     """The conditions with ``type_`` set; the others are kept as they are, in order."""
     stamp = _timestamp(now or datetime.now(UTC))
-    updated: list[dict[str, Any]] = []
-    found = False
-    for condition in conditions:
-        if condition.get("type") != type_:
-            updated.append(dict(condition))
-            continue
-        found = True
-        changed = condition.get("status") != status
-        updated.append(
-            {
-                "type": type_,
-                "status": status,
-                "reason": reason,
-                "message": message[:32768],
-                "observedGeneration": generation,
-                "lastTransitionTime": stamp
-                if changed
-                else condition.get("lastTransitionTime", stamp),
-            }
-        )
-    if not found:
-        updated.append(
-            {
-                "type": type_,
-                "status": status,
-                "reason": reason,
-                "message": message[:32768],
-                "observedGeneration": generation,
-                "lastTransitionTime": stamp,
-            }
-        )
+
+    def written(transition: str) -> dict[str, Any]:
+        return {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": message[:32768],
+            "observedGeneration": generation,
+            "lastTransitionTime": transition,
+        }
+
+    updated = [dict(condition) for condition in conditions]
+    for index, condition in enumerate(updated):
+        if condition.get("type") == type_:
+            kept = condition.get("lastTransitionTime", stamp)
+            updated[index] = written(stamp if condition.get("status") != status else kept)
+            return updated
+    updated.append(written(stamp))
     return updated
 
 
