@@ -23,9 +23,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -141,6 +141,29 @@ async def create_pool(url: str) -> asyncpg.Pool:
     except ValueError as error:
         message = f"PostgreSQL URL {redacted(url)!r} is not usable: {error}"
         raise ConfigurationError(message) from error
+
+
+class PostgresStore:
+    """What every PostgreSQL store shares: one ``Database`` over a pool and the table names.
+
+    A store names itself (``name``, for its errors) and turns its SQL templates into statements
+    for the configured tables in ``_prepare``.
+    """
+
+    name: ClassVar[str]
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        tables: PostgresTables | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self._db = Database(pool, tables, self.name, timeout)
+        self._prepare(self._db.tables.sql)
+
+    def _prepare(self, sql: Callable[[str], str]) -> None:
+        raise NotImplementedError
 
 
 class Database:

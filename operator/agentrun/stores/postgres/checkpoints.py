@@ -12,15 +12,13 @@ written by hand); that raises ``CheckpointFormatError`` naming the run.
 
 from __future__ import annotations
 
-import asyncpg
+from collections.abc import Callable
 
 from agentrun.errors import CheckpointFormatError
 from agentrun.frontier import CHECKPOINT_FORMAT
 from agentrun.stores.postgres._shared import (
-    DEFAULT_TIMEOUT,
     FENCE_CTE,
-    Database,
-    PostgresTables,
+    PostgresStore,
     admit,
 )
 
@@ -39,16 +37,10 @@ _LATEST = (
 _FORGET = "DELETE FROM {checkpoints} WHERE tenant = $1 AND run_id = $2"
 
 
-class PostgresCheckpointStore:
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        *,
-        tables: PostgresTables | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        self._db = Database(pool, tables, "PostgreSQL checkpoint store", timeout)
-        sql = self._db.tables.sql
+class PostgresCheckpointStore(PostgresStore):
+    name = "PostgreSQL checkpoint store"
+
+    def _prepare(self, sql: Callable[[str], str]) -> None:
         self._put, self._latest, self._forget = sql(_PUT), sql(_LATEST), sql(_FORGET)
 
     async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:

@@ -7,14 +7,12 @@ CTE, and every fetch is checked against its handle by ``verified``.
 
 from __future__ import annotations
 
-import asyncpg
+from collections.abc import Callable
 
 from agentrun.history import handle_for, verified
 from agentrun.stores.postgres._shared import (
-    DEFAULT_TIMEOUT,
     FENCE_CTE,
-    Database,
-    PostgresTables,
+    PostgresStore,
     admit,
 )
 
@@ -29,16 +27,10 @@ _FETCH = "SELECT segment FROM {history} WHERE tenant = $1 AND run_id = $2 AND ha
 _FORGET = "DELETE FROM {history} WHERE tenant = $1 AND run_id = $2"
 
 
-class PostgresHistoryStore:
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        *,
-        tables: PostgresTables | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        self._db = Database(pool, tables, "PostgreSQL history store", timeout)
-        sql = self._db.tables.sql
+class PostgresHistoryStore(PostgresStore):
+    name = "PostgreSQL history store"
+
+    def _prepare(self, sql: Callable[[str], str]) -> None:
         self._put, self._fetch, self._forget = sql(_PUT), sql(_FETCH), sql(_FORGET)
 
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:

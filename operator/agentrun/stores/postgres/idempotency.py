@@ -16,6 +16,7 @@ without one never expires, and an expired claim reads as None.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import asyncpg
 
@@ -23,10 +24,8 @@ from agentrun.errors import StaleFenceError
 from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord
 from agentrun.leases import require_positive_ttl
 from agentrun.stores.postgres._shared import (
-    DEFAULT_TIMEOUT,
     FENCE_CTE,
-    Database,
-    PostgresTables,
+    PostgresStore,
     admit,
 )
 
@@ -86,16 +85,10 @@ _UNSETTLE = "DELETE FROM {idempotency} WHERE tenant = $1 AND run_id = $2 AND key
 _FORGET = "DELETE FROM {idempotency} WHERE tenant = $1 AND run_id = $2"
 
 
-class PostgresIdempotencyStore:
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        *,
-        tables: PostgresTables | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        self._db = Database(pool, tables, "PostgreSQL idempotency store", timeout)
-        sql = self._db.tables.sql
+class PostgresIdempotencyStore(PostgresStore):
+    name = "PostgreSQL idempotency store"
+
+    def _prepare(self, sql: Callable[[str], str]) -> None:
         self._begin, self._record, self._abandon = sql(_BEGIN), sql(_RECORD), sql(_ABANDON)
         self._read, self._settle = sql(_READ), sql(_SETTLE)
         self._unsettle, self._forget = sql(_UNSETTLE), sql(_FORGET)

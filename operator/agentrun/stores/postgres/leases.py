@@ -18,11 +18,13 @@ record and the next acquisition still rises above them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import asyncpg
 
 from agentrun.errors import RunLeaseError
 from agentrun.leases import RunLease, require_positive_ttl
-from agentrun.stores.postgres._shared import DEFAULT_TIMEOUT, Database, PostgresTables
+from agentrun.stores.postgres._shared import PostgresStore
 
 _ACQUIRE = (
     "WITH taken AS ("
@@ -62,16 +64,10 @@ _HELD = (
 )
 
 
-class PostgresLeaseStore:
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        *,
-        tables: PostgresTables | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        self._db = Database(pool, tables, "PostgreSQL lease store", timeout)
-        sql = self._db.tables.sql
+class PostgresLeaseStore(PostgresStore):
+    name = "PostgreSQL lease store"
+
+    def _prepare(self, sql: Callable[[str], str]) -> None:
         self._acquire, self._renew = sql(_ACQUIRE), sql(_RENEW)
         self._release, self._held = sql(_RELEASE), sql(_HELD)
 

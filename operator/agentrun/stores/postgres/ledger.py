@@ -9,14 +9,12 @@ then the charge, whose statement starts after the lock and therefore sees all ea
 
 from __future__ import annotations
 
-import asyncpg
+from collections.abc import Callable
 
 from agentrun.errors import BudgetExceededError
 from agentrun.stores.postgres._shared import (
-    DEFAULT_TIMEOUT,
     FENCE_CTE,
-    Database,
-    PostgresTables,
+    PostgresStore,
     admit,
 )
 
@@ -38,16 +36,10 @@ _SPENT = (
 _FORGET = "DELETE FROM {ledger} WHERE tenant = $1 AND run_id = $2"
 
 
-class PostgresLedger:
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        *,
-        tables: PostgresTables | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> None:
-        self._db = Database(pool, tables, "PostgreSQL ledger", timeout)
-        sql = self._db.tables.sql
+class PostgresLedger(PostgresStore):
+    name = "PostgreSQL ledger"
+
+    def _prepare(self, sql: Callable[[str], str]) -> None:
         self._fence, self._charge = sql(_FENCE), sql(_CHARGE)
         self._spent, self._forget = sql(_SPENT), sql(_FORGET)
 
