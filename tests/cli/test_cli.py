@@ -23,6 +23,7 @@ from agentrun.frontier import (
     PendingCall,
     encode,
 )
+from agentrun.idempotency import marker_key
 from agentrun.messages import Message, ToolCall, Usage
 from agentrun.runner.decisions import approval_request_id
 from agentrun.stores.backend import Backend
@@ -211,9 +212,21 @@ async def test_an_indeterminate_call_exits_4_until_a_person_resolves_it(
     by_hand = (
         ("--did-not-run",) if answer == "did-not-run" else ("--ran", "--result", "message 1 sent")
     )
-    resolved = cli("resolve", "r", "--tenant", "t", "--call", "call_2_0", *by_hand, "--by", "bob")
+    answer_it = ("resolve", "r", "--tenant", "t", "--call", "call_2_0", *by_hand, "--by", "bob")
+    lease = await backend.leases.acquire("t", "r", "busy-worker", ttl=30)
+    held = cli(*answer_it)
+    assert held.returncode == 3, "an answer is given under the run's lease, never beside a worker"
+    assert "busy-worker" in held.stderr
+    await backend.leases.release(lease)
+
+    resolved = cli(*answer_it)
     assert resolved.returncode == 0, resolved.stderr
     assert "recorded for call call_2_0 of run r" in resolved.stdout
+    before_again = await backend.idempotency.read("t", "r", marker_key("call_2_0"))
+    again = cli(*answer_it)
+    assert again.returncode == 2
+    assert "not undecidable now" in again.stderr
+    assert await backend.idempotency.read("t", "r", marker_key("call_2_0")) == before_again
 
     carried = cli("run", "--resume", "r", "--tenant", "t")
     assert carried.returncode == 0, carried.stderr

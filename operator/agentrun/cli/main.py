@@ -30,6 +30,7 @@ from agentrun.runner.results import RunResult
 from agentrun.stores.backend import Backend, open_backend
 
 DEFAULT_STORE = "sqlite:///./.agentrun/state.db"
+RESOLVE_LEASE_TTL = 30.0
 
 Command = Callable[[argparse.Namespace, Backend], Awaitable[Exit]]
 
@@ -150,10 +151,28 @@ async def _approve(args: argparse.Namespace, backend: Backend) -> Exit:
 
 
 async def _resolve(args: argparse.Namespace, backend: Backend) -> Exit:
-    checkpoint = await _frontier(backend, args.tenant, args.run_id)
-    await resolve(
-        backend.idempotency, checkpoint, args.call, ran=args.ran, result=args.result, by=args.by
+    # Under the run's lease, like a resume: no worker dispatches the call while it is answered.
+    lease = await backend.leases.acquire(
+        args.tenant, args.run_id, default_holder(), ttl=RESOLVE_LEASE_TTL
     )
+    try:
+        checkpoint = await _frontier(backend, args.tenant, args.run_id)
+        recorded = await resolve(
+            backend.idempotency,
+            checkpoint,
+            args.call,
+            ran=args.ran,
+            result=args.result,
+            by=args.by,
+        )
+    finally:
+        await backend.leases.release(lease)
+    if not recorded:
+        raise ConfigurationError(
+            f"call {args.call} of run {args.run_id!r} is not undecidable now: nothing is in "
+            "flight under it (its outcome was recorded, or it was answered already); nothing "
+            f"was written. See `agentrun inspect {args.run_id} --tenant {args.tenant}`"
+        )
     answer = f"it ran, with result {args.result!r}" if args.ran else "it did not run"
     _say(
         f"recorded for call {args.call} of run {args.run_id}: {answer} (by {args.by}); "

@@ -33,7 +33,6 @@ from agentrun.errors import (
     RunLeaseError,
 )
 from agentrun.frontier import Boundary, Checkpoint
-from agentrun.idempotency import ClaimState
 from agentrun.leases import LeasePolicy, RunLease
 from agentrun.operator import conditions as c
 from agentrun.operator.context import OperatorContext
@@ -43,7 +42,6 @@ from agentrun.operator.kubeapi import Rejected
 from agentrun.operator.resource import AgentRunSpec
 from agentrun.operator.status import ConditionUpdate, StatusWriter, Superseded
 from agentrun.operator.tenancy import tenant_for
-from agentrun.resume import tracking_key
 from agentrun.runner.decisions import decide, resolve
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.registry import RegisteredAgent
@@ -160,9 +158,14 @@ class RunWorker:
             except Rejected:  # the object kept changing under the patch: next turn
                 await self._pause()
                 continue
-            # The watch may lag the last holder's final status write by a moment; the object
-            # as just read does not, so a finished run is never taken up again.
-            if fresh is None or c.is_terminal((fresh.get("status") or {}).get("conditions") or []):
+            # The watch may lag the last holder's final status write, or the deletion, by a
+            # moment; the object as just read does not, so a finished run is never taken up
+            # again, nor one being deleted (which another replica may already have forgotten).
+            if (
+                fresh is None
+                or fresh["metadata"].get("deletionTimestamp")
+                or c.is_terminal((fresh.get("status") or {}).get("conditions") or [])
+            ):
                 return
             await self._attempt(spec, registered)
 
@@ -310,29 +313,24 @@ class RunWorker:
             await asyncio.sleep(min(held.remaining, self.context.config.poll_interval))
 
     async def _record_resolutions(self, checkpoint: Checkpoint) -> None:
-        """Under the lease: a person's answer for each call whose record is still in flight."""
+        """Under the lease: a person's answer for each call that is still undecidable."""
         answers = {r.call_id: r for r in self._spec().resolutions or ()}
-        idempotency = self.context.backend.idempotency
         for pending in checkpoint.pending:
             answer = answers.get(pending.call.id)
-            if answer is None:
-                continue
-            record = await idempotency.read(
-                checkpoint.tenant, checkpoint.run_id, tracking_key(pending)
-            )
-            if record is None or record.state is not ClaimState.IN_FLIGHT:
-                continue
-            await resolve(
-                idempotency,
+            if answer is not None and await resolve(
+                self.context.backend.idempotency,
                 checkpoint,
                 pending.call.id,
                 ran=answer.outcome == "ran",
                 result=answer.result,
                 by=answer.by,
-            )
-            self._say(
-                "recorded %s's answer for call %s: %s", answer.by, pending.call.id, answer.outcome
-            )
+            ):
+                self._say(
+                    "recorded %s's answer for call %s: %s",
+                    answer.by,
+                    pending.call.id,
+                    answer.outcome,
+                )
 
     # -- callbacks from the runner --------------------------------------------------------------
 

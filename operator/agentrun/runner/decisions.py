@@ -14,7 +14,7 @@ import hashlib
 from agentrun._base import FrozenModel
 from agentrun.errors import ConfigurationError
 from agentrun.frontier import Checkpoint
-from agentrun.idempotency import IdempotencyStore
+from agentrun.idempotency import ClaimState, IdempotencyStore
 from agentrun.resume import tracking_key
 
 APPROVAL_PREFIX = "approval:v1:"
@@ -65,8 +65,13 @@ async def resolve(
     ran: bool,
     result: str | None,
     by: str,
-) -> None:
-    """Record a person's answer for an outstanding call of ``checkpoint``."""
+) -> bool:
+    """Record a person's answer for an outstanding call of ``checkpoint``, if it is still
+    undecidable (its record in flight); False, and nothing written, otherwise.
+
+    Call it holding the run's lease: then no worker is dispatching the call meanwhile, and an
+    answer given twice cannot wipe out the dispatch the first one allowed.
+    """
     pending = next((p for p in checkpoint.pending if p.call.id == call_id), None)
     if pending is None:
         outstanding = ", ".join(p.call.id for p in checkpoint.pending) or "none"
@@ -76,6 +81,11 @@ async def resolve(
         )
     if ran and result is None:
         raise ConfigurationError("--ran needs --result: the result the call had")
+    key = tracking_key(pending)
+    record = await idempotency.read(checkpoint.tenant, checkpoint.run_id, key)
+    if record is None or record.state is not ClaimState.IN_FLIGHT:
+        return False
     await idempotency.settle(
-        checkpoint.tenant, checkpoint.run_id, tracking_key(pending), result if ran else None, by=by
+        checkpoint.tenant, checkpoint.run_id, key, result if ran else None, by=by
     )
+    return True
