@@ -121,6 +121,14 @@ def _is(kube: Kube, name: str, type_: str, status: str, reason: str | None = Non
     return condition.get("status") == status and reason in (None, condition.get("reason"))
 
 
+def _booked(kube: Kube, operators: Operators, effects: Path, name: str, ttl: int = 5) -> int:
+    """Apply a ``slowbook`` run and wait until it has booked; the bookings made before it."""
+    before = _count(effects, "booking")
+    _apply(kube, name, "slowbook", ttl=ttl)
+    wait_for("the booking", lambda: _count(effects, "booking") == before + 1, 60, operators.logs)
+    return before
+
+
 def _lease(kube: Kube, name: str) -> dict[str, Any]:
     return dict((_get(kube, name).get("status") or {}).get("lease") or {})
 
@@ -166,9 +174,7 @@ def test_a_run_succeeds_and_tells_kubectl(kube: Kube, operators: Operators, effe
 def test_sigkill_of_the_holder_hands_the_run_over_without_a_second_booking(
     kube: Kube, operators: Operators, effects: Path
 ) -> None:
-    before = _count(effects, "booking")
-    _apply(kube, "killed", "slowbook")
-    wait_for("the booking", lambda: _count(effects, "booking") == before + 1, 60, operators.logs)
+    before = _booked(kube, operators, effects, "killed")
     first = _lease(kube, "killed")
     victim = operators.by_holder(first["holder"])
     victim.signal(signal.SIGKILL)
@@ -193,9 +199,7 @@ def test_sigkill_of_the_holder_hands_the_run_over_without_a_second_booking(
 def test_sigterm_of_the_holder_hands_over_without_waiting_for_the_ttl(
     kube: Kube, operators: Operators, effects: Path
 ) -> None:
-    before = _count(effects, "booking")
-    _apply(kube, "drained", "slowbook", ttl=120)
-    wait_for("the booking", lambda: _count(effects, "booking") == before + 1, 60, operators.logs)
+    before = _booked(kube, operators, effects, "drained", ttl=120)
     first = _lease(kube, "drained")
     victim = operators.by_holder(first["holder"])
     stopped_at = time.monotonic()
@@ -406,9 +410,7 @@ def test_the_store_going_away_mid_run_shows_and_recovers(
 def test_a_changed_agent_definition_is_refused_as_a_revision_mismatch(
     kube: Kube, operators: Operators, effects: Path
 ) -> None:
-    before = _count(effects, "booking")
-    _apply(kube, "revised", "slowbook", ttl=5)
-    wait_for("the booking", lambda: _count(effects, "booking") == before + 1, 60, operators.logs)
+    before = _booked(kube, operators, effects, "revised", ttl=5)
     for replica in operators.replicas:
         replica.signal(signal.SIGKILL)
         replica.process.wait()
