@@ -1,6 +1,6 @@
-"""Large checkpoints take the staged path (``SET`` a staging key, then a fenced ``RENAME``): the
-frontier lands whole and without a TTL, a stale one leaves nothing behind, and a restarted server
-that has forgotten the script is handled in the same call."""
+"""Every checkpoint is staged (``SET`` a staging key, then a fenced ``RENAME``, in one round
+trip): the frontier lands whole and without a TTL, a stale one leaves nothing behind, and a
+restarted server that has forgotten the script is handled in the same call."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ import pytest
 from agentrun.errors import StaleFenceError
 from agentrun.stores.backend import Backend, open_backend
 from agentrun.stores.redis._shared import RunKeys
-from agentrun.stores.redis.checkpoints import STAGE_ABOVE
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.redis
 
-LARGE = b"L" * (STAGE_ABOVE * 4)
-SMALL = b"s" * (STAGE_ABOVE // 4)
+LARGE = b"L" * (256 * 1024)
+SMALL = b"s" * (16 * 1024)
 KEYS = RunKeys.of("agentrun", "acme", "big")
 
 
@@ -35,7 +34,7 @@ def _staged_keys(server: RedisServer) -> list[str]:
     return server.cli("--scan", "--pattern", f"{KEYS.base}staged:*").split()
 
 
-@pytest.mark.parametrize("payload", [LARGE, SMALL], ids=["staged", "inline"])
+@pytest.mark.parametrize("payload", [LARGE, SMALL], ids=["large", "small"])
 async def test_a_checkpoint_lands_whole_and_never_expires(
     payload: bytes, own_server: RedisServer, own_backend: Backend
 ) -> None:

@@ -27,7 +27,7 @@ Key layout (one run; ``T`` and ``R`` are the percent-encoded tenant and run id, 
 
     agentrun:{T:R}:fence        string  the fence high-water mark shared by all five stores
     agentrun:{T:R}:checkpoint   string  the newest frontier
-    agentrun:{T:R}:staged:HEX   string  a large frontier on its way in (renamed, or expires)
+    agentrun:{T:R}:staged:HEX   string  a frontier on its way in (renamed, or expires in 60 s)
     agentrun:{T:R}:lease        hash    holder, fence, expires (server microseconds)
     agentrun:{T:R}:claims       hash    idempotency key -> JSON record
     agentrun:{T:R}:history      hash    segment handle -> segment bytes

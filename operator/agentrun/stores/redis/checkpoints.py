@@ -1,12 +1,14 @@
 """``RedisCheckpointStore``: one string key per run holding the newest frontier.
 
-A put becomes visible in one script that checks the run's fence and sets the key, so a superseded
-worker can never overwrite its successor's frontier. A payload up to ``STAGE_ABOVE`` bytes is
-passed to that script directly. A larger one is not: handing a script a megabyte costs Redis
-several times a plain ``SET`` of it (measured: ~5x at 1 MiB), so it is first ``SET`` under a
-staging key of its own in the run's slot, and the script, pipelined in the same round trip,
-checks the fence and ``RENAME``s it into place (or deletes it if the fence is stale). A staging
-key whose script never ran (the writer died between the two) expires by itself.
+A put is two commands sent in one write and answered in one round trip: a plain ``SET`` of the
+payload under a staging key of its own in the run's slot (with a TTL), then a script that checks
+the run's fence and ``RENAME``s the staging key into place, or deletes it if the fence is stale.
+So a superseded worker can never overwrite its successor's frontier, and the payload never passes
+through Lua: handing a script the bytes costs Redis a copy into the Lua heap and another out of
+it, measured at 1.3x a plain ``SET`` at 10 KB, 2x at 100 KB and 7x at 1 MiB, where staging costs
+about what one more small command does. A staging key whose script never ran (the writer died
+between the two, or the connection broke) expires by itself. Each put stages under a fresh random
+name, so a stale writer and its successor writing at once cannot take each other's bytes.
 
 ``max_value_bytes`` is checked before anything is sent: an oversized payload is refused with
 ``CheckpointTooLargeError`` (not retryable, since the same bytes will be as large next time)
@@ -18,6 +20,7 @@ copies a huge value. The default is Redis's own limit on one value (``proto-max-
 from __future__ import annotations
 
 import secrets
+from typing import cast
 
 from redis.exceptions import NoScriptError
 
@@ -33,17 +36,9 @@ from agentrun.stores.redis._shared import (
 )
 
 DEFAULT_MAX_VALUE_BYTES = 512 * 1024 * 1024
-STAGE_ABOVE = 64 * 1024
 STAGED_TTL_MS = 60_000
 
 PUT = lua("""
-local current = refused(KEYS[1], tonumber(ARGV[1]))
-if current then return {'stale', int(current)} end
-redis.call('SET', KEYS[2], ARGV[2])
-return {'ok'}
-""")
-
-PUT_STAGED = lua("""
 local current = refused(KEYS[1], tonumber(ARGV[1]))
 if current then
   redis.call('DEL', KEYS[3])
@@ -76,31 +71,23 @@ class RedisCheckpointStore(RedisStore):
         if len(payload) > self.max_value_bytes:
             raise CheckpointTooLargeError(run_id, len(payload), self.max_value_bytes)
         run = self._keys(tenant, run_id)
-        if len(payload) > STAGE_ABOVE:
-            reply = await self._call("write a checkpoint", run, self._staged(run, payload, fence))
-        else:
-            reply = await self._run(
-                PUT, "write a checkpoint", run, [run.fence, run.checkpoint], [fence, payload]
-            )
+        reply = await self._call("write a checkpoint", run, self._staged(run, payload, fence))
         self._admitted(reply, run, fence, "checkpoint write")
 
     async def _staged(self, run: RunKeys, payload: bytes, fence: int) -> Reply:
         staged = run.staged(secrets.token_hex(8))
         keys, args = [run.fence, run.checkpoint, staged], [fence]
-        pipe = self._client.pipeline(transaction=False)
-        pipe.set(staged, payload, px=STAGED_TTL_MS)
-        # By name: the driver refuses ``evalsha`` in a Cluster pipeline, as it cannot know a
-        # script's keys share a slot; these do (one hash tag), and it routes them by the first.
-        pipe.execute_command("EVALSHA", PUT_STAGED.sha, len(keys), *keys, *args)
-        stored, reply = await pipe.execute(raise_on_error=False)
+        stored, reply = await self._together(
+            ("SET", staged, payload, "PX", STAGED_TTL_MS),
+            ("EVALSHA", PUT.sha, len(keys), *keys, *args),
+        )
         if isinstance(stored, Exception):
             raise stored
         if isinstance(reply, NoScriptError):
-            return await self._eval(PUT_STAGED, keys, args)
+            return await self._eval(PUT, keys, args)
         if isinstance(reply, Exception):
             raise reply
-        answer: Reply = reply
-        return answer
+        return cast(Reply, reply)
 
     async def latest(self, tenant: str, run_id: str) -> bytes | None:
         run = self._keys(tenant, run_id)
