@@ -58,7 +58,7 @@ from tests.support.postgres_server import PostgresServer, postgres_server
 from tests.support.redis_server import redis_server
 
 from agentrun.checkpointing import DEFAULT_MAX_BYTES, Checkpointer, CheckpointStore
-from agentrun.frontier import Boundary, Checkpoint, encode
+from agentrun.frontier import Boundary, Checkpoint, encode, encode_spliced
 from agentrun.history import HistoryStore
 from agentrun.messages import Message, TextPart, ToolCall, Usage
 from agentrun.redaction import Redactor
@@ -451,8 +451,10 @@ async def in_process(label: str, conversation: Conversation, iterations: int) ->
     gc.collect()
     for index in range(WARMUP + iterations):
         checkpoint = conversation.boundary("in-process", index)
-        prepared, prepare_ms = await timed(partial(checkpointer._persistable, checkpoint))
-        _, encode_ms = timed_sync(partial(encode, prepared))
+        (prepared, messages), prepare_ms = await timed(
+            partial(checkpointer._persistable, checkpoint)
+        )
+        _, encode_ms = timed_sync(partial(encode_spliced, prepared, messages))
         if index >= WARMUP:
             persistable.append(prepare_ms)
             encoding.append(encode_ms)

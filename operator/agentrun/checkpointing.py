@@ -12,10 +12,11 @@ the checkpoint failed, it says the run now belongs to another worker, and this o
 With a ``HistoryStore`` the transcript goes out of line: each write appends only the messages
 added since the previous write of that run, and the frontier carries the chain's head.
 
-Masking is by far the dearest part of a write: every pattern scans every character, about 0.3 ms
-a KB on the development machine, where a store's loopback round trip costs a hundredth of that.
-So each message object is masked once, not at every boundary (``_MaskedMessages``), and a write
-costs what its newest messages cost to mask plus encoding, not the whole transcript's masking.
+Masking and encoding are the dearest part of a write when done for the whole transcript: ~50 ms
+and ~1 ms a MiB on the development machine, where a store's loopback round trip costs a fraction
+of a millisecond. So each message object is masked and encoded once, not at every boundary
+(``_MessageMemo``), and a write costs what its newest messages cost to mask and encode, plus
+joining the remembered bytes of the rest.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pydantic import Field
 
 from agentrun._base import FrozenModel
 from agentrun.errors import CheckpointTooLargeError, HistoryUnavailableError, StaleFenceError
-from agentrun.frontier import Boundary, Checkpoint, decode, encode
+from agentrun.frontier import Boundary, Checkpoint, decode, encode_message, encode_spliced
 from agentrun.history import HistoryStore, append_transcript, load_transcript
 from agentrun.messages import Message
 from agentrun.redaction import Redactor
@@ -75,38 +76,65 @@ class _Chain:
     length: int
 
 
-class _MaskedMessages:
-    """Each message object's masked form, remembered for as long as that object lives.
+class _Remembered:
+    """What writes derived from one message object: its masked form, and that form's bytes."""
+
+    __slots__ = ("encoded", "masked", "ref")
+
+    def __init__(self, ref: weakref.ref[Message], masked: Message | None) -> None:
+        self.ref = ref
+        self.masked = masked
+        self.encoded: bytes | None = None
+
+
+class _MessageMemo:
+    """Each message object's masked form and its encoded bytes, remembered while it lives.
 
     The runner keeps a run's conversation in one list and only appends to it, so at every
-    boundary all but the newest messages are the very objects masked at the previous one. The
-    memo is keyed by identity, not by value: a message holds dicts and so has no hash, and
-    comparing values would cost as much as masking. Identity is sound because messages are frozen
-    (the out-of-line path already relies on that, appending only what is past the chain). An
-    entry goes when its message is collected, so a long-lived worker does not keep the
-    transcripts of finished runs; a message that masking left unchanged is remembered as None,
-    since the memo holding it would keep it alive.
+    boundary all but the newest messages are the very objects written at the previous one. A
+    write therefore masks and encodes only its newest messages and splices the rest in as bytes
+    (``encode_spliced``): masking and encoding the whole transcript at every boundary cost ~50 ms
+    and ~1 ms a MiB, against a loopback round trip of a fraction of a millisecond. The memo is
+    keyed by identity, not by value: a message holds dicts and so has no hash, and comparing
+    values would cost as much as masking. Identity is sound because messages are frozen (the
+    out-of-line path relies on that too, appending only what is past the chain). An entry goes
+    when its message is collected, so a long-lived worker keeps no transcript of a finished run;
+    a message that masking left unchanged is remembered as None, since the memo holding it would
+    keep it alive. The bytes cost about the transcript's size again, for as long as it lives.
     """
 
-    def __init__(self, redactor: Redactor) -> None:
+    def __init__(self, redactor: Redactor | None) -> None:
         self._redactor = redactor
-        self._memo: dict[int, tuple[weakref.ref[Message], Message | None]] = {}
+        self._memo: dict[int, _Remembered] = {}
 
-    def mask(self, messages: Sequence[Message]) -> tuple[Message, ...]:
-        return tuple(self._mask(message) for message in messages)
+    def masked(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        return tuple(self._remembered(message).masked or message for message in messages)
 
-    def _mask(self, message: Message) -> Message:
+    def encoded(self, messages: Sequence[Message]) -> list[bytes]:
+        encoded: list[bytes] = []
+        for message in messages:
+            remembered = self._remembered(message)
+            if remembered.encoded is None:
+                remembered.encoded = encode_message(remembered.masked or message)
+            encoded.append(remembered.encoded)
+        return encoded
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+    def _remembered(self, message: Message) -> _Remembered:
         key = id(message)
         remembered = self._memo.get(key)
-        if remembered is not None and remembered[0]() is message:
-            return remembered[1] or message
-        masked = self._redactor.mask_message(message)
+        if remembered is not None and remembered.ref() is message:
+            return remembered
+        masked = message if self._redactor is None else self._redactor.mask_message(message)
         memo = self._memo
-        self._memo[key] = (
+        remembered = _Remembered(
             weakref.ref(message, lambda _: memo.pop(key, None)),
             None if masked is message else masked,
         )
-        return masked
+        memo[key] = remembered
+        return remembered
 
 
 class Checkpointer:
@@ -123,7 +151,7 @@ class Checkpointer:
         self.policy = policy or CheckpointPolicy()
         self.history = history
         self.redactor: Redactor | None = Redactor.build(extra_patterns) if redact else None
-        self._masked = None if self.redactor is None else _MaskedMessages(self.redactor)
+        self._messages = _MessageMemo(self.redactor)
         self.last_error: Exception | None = None
         self.last_write: WriteReceipt | None = None
         self._chains: dict[tuple[str, str], _Chain] = {}
@@ -141,7 +169,8 @@ class Checkpointer:
             return None
         started = time.perf_counter()
         try:
-            payload = encode(await self._persistable(checkpoint))
+            persisted, messages = await self._persistable(checkpoint)
+            payload = encode_spliced(persisted, messages)
             if len(payload) > self.policy.max_bytes:
                 raise CheckpointTooLargeError(
                     checkpoint.run_id, len(payload), self.policy.max_bytes
@@ -164,8 +193,11 @@ class Checkpointer:
         )
         return self.last_write
 
-    async def _persistable(self, checkpoint: Checkpoint) -> Checkpoint:
-        update: dict[str, object] = {"written_at": datetime.now(UTC)}
+    async def _persistable(self, checkpoint: Checkpoint) -> tuple[Checkpoint, list[bytes]]:
+        """The checkpoint as persisted, masked and with its transcript out of line or, inline,
+        taken out and returned encoded (for ``encode_spliced``)."""
+        update: dict[str, object] = {"written_at": datetime.now(UTC), "messages": ()}
+        messages: list[bytes] = []
         if self.redactor is not None:
             masked = tuple(
                 pending.model_copy(update={"call": call, "arguments_masked": True})
@@ -178,9 +210,9 @@ class Checkpointer:
             update["metadata"] = metadata
         if self.history is not None and checkpoint.history_handle is None:
             update.update(await self._append_history(checkpoint))
-        elif self._masked is not None:
-            update["messages"] = self._masked.mask(checkpoint.messages)
-        return checkpoint.model_copy(update=update)
+        else:
+            messages = self._messages.encoded(checkpoint.messages)
+        return checkpoint.model_copy(update=update), messages
 
     async def _append_history(self, checkpoint: Checkpoint) -> dict[str, object]:
         assert self.history is not None
@@ -189,9 +221,7 @@ class Checkpointer:
         if chain is not None and chain.length > len(checkpoint.messages):
             chain = None
         start = 0 if chain is None else chain.length
-        fresh: tuple[Message, ...] = checkpoint.messages[start:]
-        if self._masked is not None:
-            fresh = self._masked.mask(fresh)
+        fresh = self._messages.masked(checkpoint.messages[start:])
         head = chain.head if chain is not None else None
         if fresh or head is None:
             head = await append_transcript(

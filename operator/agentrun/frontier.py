@@ -12,6 +12,7 @@ has never heard of, and the payload is left where it is for a newer worker.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -89,7 +90,37 @@ class Checkpoint(FrozenModel):
 
 def encode(checkpoint: Checkpoint) -> bytes:
     """The exact bytes a store writes for this checkpoint."""
-    return checkpoint.model_dump_json().encode()
+    return checkpoint.__pydantic_serializer__.to_json(checkpoint)
+
+
+def encode_message(message: Message) -> bytes:
+    """One message as ``encode`` writes it inside a frontier's ``messages``."""
+    return message.__pydantic_serializer__.to_json(message)
+
+
+_NO_MESSAGES = b'"messages":[]'
+
+
+def encode_spliced(checkpoint: Checkpoint, messages: Sequence[bytes]) -> bytes:
+    """``encode`` of ``checkpoint`` with ``messages`` (each from ``encode_message``) as its
+    transcript, given the checkpoint without one: byte for byte what encoding the whole
+    checkpoint would give, without encoding again the messages a run wrote at every boundary.
+
+    The splice point is the first ``"messages":[]`` of the encoded checkpoint, and it can only be
+    the top-level field: inside a JSON string every quote is escaped, a closing quote cannot be
+    followed by a letter, and every field before ``messages`` is a number or a string.
+    """
+    if checkpoint.messages:
+        raise ValueError("encode_spliced takes the checkpoint without its messages")
+    encoded = encode(checkpoint)
+    at = encoded.index(_NO_MESSAGES) + len(_NO_MESSAGES) - 1
+    parts = [encoded[:at]]
+    for index, message in enumerate(messages):
+        if index:
+            parts.append(b",")
+        parts.append(message)
+    parts.append(encoded[at:])
+    return b"".join(parts)
 
 
 def decode(payload: bytes | str, *, run_id: str | None = None) -> Checkpoint:

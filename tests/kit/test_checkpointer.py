@@ -3,6 +3,7 @@ fencing that does, and the transcript out of line in segments that grow with it.
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -13,11 +14,20 @@ from agentrun.errors import (
     HistoryUnavailableError,
     StaleFenceError,
 )
-from agentrun.frontier import Boundary, PendingApproval, decode, encode
+from agentrun.frontier import (
+    Boundary,
+    Checkpoint,
+    PendingApproval,
+    decode,
+    encode,
+    encode_message,
+    encode_spliced,
+)
 from agentrun.history import Segment
 from agentrun.messages import Message
+from agentrun.redaction import Redactor
 from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
-from tests.kit.frontiers import RUN, TENANT, conversation, frontier
+from tests.kit.frontiers import RUN, TENANT, conversation, frontier, pending
 from tests.kit.secrets_corpus import SECRETS
 from tests.kit.stores import (
     CountingCheckpointStore,
@@ -301,3 +311,89 @@ async def test_the_stored_frontier_is_json_with_a_fresh_timestamp(backend: Memor
     assert stored is not None
     assert json.loads(stored)["run_id"] == RUN
     assert decode(stored).written_at >= checkpoint.written_at
+
+
+# -- remembered messages: masked and encoded once, spliced in as bytes ----------------------------
+
+HOSTILE = '"messages":[] \\" \u00e9\u6f22\U0001f680 \\u0000'
+
+
+def _varied_frontiers() -> list[Checkpoint]:
+    talk = (*conversation(3), Message.of("user", HOSTILE), Message.tool_result("c9", "[1, 2]"))
+    return [
+        frontier(),
+        frontier(messages=talk[:1]),
+        frontier(messages=talk, metadata={"messages": [], "note": HOSTILE}),
+        frontier(run_id=HOSTILE, tenant='"messages":[]', messages=talk, fence=9, iteration=4),
+        frontier(
+            boundary=Boundary.BEFORE_APPROVAL,
+            approval=APPROVAL,
+            messages=talk,
+            pending=(pending("c1", key="k1"), pending("c2", safe_to_repeat=True)),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("checkpoint", _varied_frontiers(), ids=lambda c: str(len(c.messages)))
+def test_splicing_encoded_messages_gives_exactly_the_bytes_of_encoding_the_whole(
+    checkpoint: Checkpoint,
+) -> None:
+    bare = checkpoint.model_copy(update={"messages": ()})
+    spliced = encode_spliced(bare, [encode_message(m) for m in checkpoint.messages])
+    assert spliced == encode(checkpoint)
+    assert decode(spliced) == checkpoint
+
+
+def test_splicing_refuses_a_checkpoint_that_still_has_its_messages() -> None:
+    with pytest.raises(ValueError, match="without its messages"):
+        encode_spliced(frontier(messages=conversation(1)), [])
+
+
+async def test_each_boundary_writes_what_masking_the_whole_transcript_would(
+    backend: MemoryBackend,
+) -> None:
+    checkpointer = Checkpointer(backend.checkpoints)
+    reference = Redactor.build()
+    talk: list[Message] = []
+    for turn, entry in enumerate(SECRETS[:12]):
+        talk.append(Message.of("user", f"turn {turn}: {entry.text}"))
+        talk.append(Message.of("assistant", f"noted turn {turn}"))
+        assert await checkpointer.write(frontier(messages=tuple(talk), iteration=turn))
+        stored = await backend.checkpoints.latest(TENANT, RUN)
+        assert stored is not None
+        written = decode(stored)
+        assert written.messages == reference.mask_messages(talk)
+        assert stored == encode(written)
+        assert not any(entry.secret.encode() in stored for entry in SECRETS[: turn + 1])
+
+
+async def test_a_message_is_masked_once_however_many_boundaries_carry_it(
+    backend: MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    masked: list[Message] = []
+    unpatched = Redactor.mask_message
+
+    def counting(self: Redactor, message: Message) -> Message:
+        masked.append(message)
+        return unpatched(self, message)
+
+    monkeypatch.setattr(Redactor, "mask_message", counting)
+    checkpointer = Checkpointer(backend.checkpoints)
+    talk = conversation(4)
+    for length in range(1, len(talk) + 1):
+        await checkpointer.write(frontier(messages=talk[:length]))
+    assert masked == list(talk)
+    # A message equal to one already written but another object is masked for itself.
+    again = Message.of("user", talk[0].text)
+    await checkpointer.write(frontier(messages=(*talk, again)))
+    assert masked[-1] is again
+
+
+async def test_what_is_remembered_goes_with_the_messages(backend: MemoryBackend) -> None:
+    checkpointer = Checkpointer(backend.checkpoints)
+    talk = [*conversation(5), Message.of("user", f"key {SECRETS[0].text}")]
+    await checkpointer.write(frontier(messages=tuple(talk)))
+    assert len(checkpointer._messages) == len(talk)
+    del talk
+    gc.collect()
+    assert len(checkpointer._messages) == 0
