@@ -12,13 +12,21 @@ result. At every boundary the conversation is the same message objects as before
 built afresh, as in the runner, which appends to one list. Per boundary, interleaved:
 
 * ``write`` — ``Checkpointer.write`` as deployed (redaction on, default cap);
+* ``write, no masking`` — the same with ``redact=False``: what the kit adds to the store's put
+  besides redaction (preparing the frontier, encoding the new turn, splicing the rest);
 * ``put`` — the store's ``put`` alone, given the exact bytes that write produced;
-* ``raw`` — the same bytes on the same server without the kit: ``SET key bytes`` on Redis, a
-  single-statement upsert into a plain ``bytea`` table on PostgreSQL, ``INSERT OR REPLACE`` in one
-  ``BEGIN IMMEDIATE`` transaction on a connection with the store's pragmas on SQLite;
-* one attribution row per server that sits between the two: on Redis the same ``SET`` inside an
-  ``EVALSHA`` (what passing the payload through Lua costs, before any fence logic), on PostgreSQL
-  the raw upsert into a ``jsonb`` column (what parsing the payload as JSON costs).
+* ``raw`` — the same bytes on the same server without the kit, over the same kind of connection:
+  ``SET key bytes`` on a client made like the stores' (``agentrun.stores.redis.open_client``: the
+  same blocking pool, timeouts and protocol) on Redis; a single-statement upsert into a plain
+  ``(key text PRIMARY KEY, value jsonb)`` table whose column has the compression the store's
+  checkpoint column has on PostgreSQL; ``INSERT OR REPLACE`` in one ``BEGIN IMMEDIATE``
+  transaction on a connection with the store's pragmas on SQLite.
+
+Other baselines for the same bytes, to show what each choice costs: on Redis a ``SET`` through
+redis-py's default pool (cheaper to check out than the blocking pool, which waits rather than
+fails when all connections are busy) and the same ``SET`` inside an ``EVALSHA`` (why the store
+never hands a script the payload); on PostgreSQL an upsert into plain ``bytea`` and ``jsonb``
+tables with the defaults (TOAST compresses large values with ``pglz``).
 
 **Out of line**: a 200-turn conversation written with a ``HistoryStore``, one new turn per
 boundary. Every byte handed to either store is counted, to show that the total grows with the
@@ -49,7 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 import asyncpg
 import pytest
@@ -64,6 +72,7 @@ from agentrun.messages import Message, TextPart, ToolCall, Usage
 from agentrun.redaction import Redactor
 from agentrun.stores.backend import Backend, open_backend
 from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
+from agentrun.stores.redis import open_client
 
 T = TypeVar("T")
 
@@ -273,15 +282,16 @@ class RawSqlite:
 
 
 class RawRedis:
-    """``SET key bytes``, or with ``through_lua`` the same ``SET`` inside an ``EVALSHA``."""
+    """``SET key bytes`` on a client, or with ``through_lua`` the same ``SET`` inside an
+    ``EVALSHA``."""
 
     LUA_SET = "return redis.call('SET', KEYS[1], ARGV[1])"
 
-    def __init__(self, url: str, *, through_lua: bool = False) -> None:
-        self._client = Redis.from_url(url, protocol=2)
+    def __init__(self, client: Redis, label: str, *, through_lua: bool = False) -> None:
+        self._client = client
         self._through_lua = through_lua
         self._sha = ""
-        self.label = "raw EVALSHA of a Lua SET" if through_lua else "raw SET"
+        self.label = label
 
     async def write(self, key: str, value: bytes) -> None:
         if not self._through_lua:
@@ -296,27 +306,45 @@ class RawRedis:
 
 
 class RawPostgres:
-    """A single-statement upsert into a plain table, ``bytea`` or (``jsonb=True``) ``jsonb``."""
+    """A single-statement upsert into a plain ``(key text PRIMARY KEY, value ...)`` table: ``bytea``
+    or ``jsonb`` with PostgreSQL's defaults, or (``as_store``) ``jsonb`` with the compression the
+    store's checkpoint column has in this database (the published DDL sets it)."""
 
-    def __init__(self, pool: asyncpg.Pool, *, jsonb: bool = False) -> None:
+    def __init__(self, pool: asyncpg.Pool, column: str, *, as_store: bool = False) -> None:
         self._pool = pool
-        self._jsonb = jsonb
-        table = "bench_raw_jsonb" if jsonb else "bench_raw_bytea"
-        self._create = (
-            f"CREATE TABLE IF NOT EXISTS {table} "
-            f"(key text PRIMARY KEY, value {'jsonb' if jsonb else 'bytea'} NOT NULL)"
-        )
+        self._as_store = as_store
+        self._jsonb = column == "jsonb"
+        self._table = f"bench_raw_{column}{'_as_store' if as_store else ''}"
         self._upsert = (
-            f"INSERT INTO {table} (key, value) VALUES ($1, {'$2::text::jsonb' if jsonb else '$2'})"
-            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+            f"INSERT INTO {self._table} (key, value) "
+            f"VALUES ($1, {'$2::text::jsonb' if self._jsonb else '$2'}) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
         )
         self._created = False
-        self.label = "raw upsert into jsonb" if jsonb else "raw upsert into bytea"
+        settings = ", compression as the store's" if as_store else ", defaults"
+        self.label = f"upsert into a plain {column} table{settings}"
+
+    async def _create(self) -> None:
+        column = "jsonb" if self._jsonb else "bytea"
+        await self._pool.execute(
+            f"CREATE TABLE IF NOT EXISTS {self._table} "
+            f"(key text PRIMARY KEY, value {column} NOT NULL)"
+        )
+        if self._as_store:
+            method = await self._pool.fetchval(
+                "SELECT attcompression FROM pg_attribute "
+                "WHERE attrelid = 'adk_checkpoints'::regclass AND attname = 'payload'"
+            )
+            names = {"l": "lz4", "p": "pglz"}
+            if method in names:
+                await self._pool.execute(
+                    f"ALTER TABLE {self._table} ALTER COLUMN value SET COMPRESSION {names[method]}"
+                )
+        self._created = True
 
     async def write(self, key: str, value: bytes) -> None:
         if not self._created:
-            await self._pool.execute(self._create)
-            self._created = True
+            await self._create()
         await self._pool.execute(self._upsert, key, value.decode() if self._jsonb else value)
 
     async def close(self) -> None:
@@ -330,7 +358,7 @@ class Target:
     name: str
     backend: Backend
     raw: RawWriter
-    between: RawWriter | None = None
+    others: tuple[RawWriter, ...] = ()
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
@@ -377,9 +405,10 @@ class InlineRow:
     size: str
     payload: int
     raw: Cell
-    between: tuple[str, Cell] | None
+    others: tuple[tuple[str, Cell], ...]
     put: Cell
     write: Cell
+    unmasked: Cell
 
 
 async def inline(
@@ -387,35 +416,47 @@ async def inline(
 ) -> InlineRow:
     recording = RecordingCheckpoints(target.backend.checkpoints)
     checkpointer = Checkpointer(recording)
+    unmasking = Checkpointer(target.backend.checkpoints, redact=False)
     store = target.backend.checkpoints
     raw: list[float] = []
-    between: list[float] = []
+    others: list[list[float]] = [[] for _ in target.others]
     put: list[float] = []
     write: list[float] = []
+    unmasked: list[float] = []
     gc.collect()
     for index in range(WARMUP + iterations):
         checkpoint = conversation.boundary(f"write-{label}", index)
         _, write_ms = await timed(partial(checkpointer.write, checkpoint))
         written(checkpointer, f"{target.name} {label}")
         payload = recording.payloads.pop()
+        plain = checkpoint.model_copy(update={"run_id": f"unmasked-{label}"})
+        _, unmasked_ms = await timed(partial(unmasking.write, plain))
+        written(unmasking, f"{target.name} {label}, unmasked")
         _, put_ms = await timed(partial(store.put, TENANT, f"put-{label}", payload, fence=FENCE))
         _, raw_ms = await timed(partial(target.raw.write, f"raw-{label}", payload))
-        between_ms = 0.0
-        if target.between is not None:
-            _, between_ms = await timed(partial(target.between.write, f"between-{label}", payload))
+        other_ms = [
+            (await timed(partial(other.write, f"other-{n}-{label}", payload)))[1]
+            for n, other in enumerate(target.others)
+        ]
         if index >= WARMUP:
             raw.append(raw_ms)
             put.append(put_ms)
             write.append(write_ms)
-            between.append(between_ms)
+            unmasked.append(unmasked_ms)
+            for samples, sample in zip(others, other_ms, strict=True):
+                samples.append(sample)
     return InlineRow(
         target.name,
         label,
         len(payload),
         Cell(tuple(raw)),
-        None if target.between is None else (target.between.label, Cell(tuple(between))),
+        tuple(
+            (other.label, Cell(tuple(samples)))
+            for other, samples in zip(target.others, others, strict=True)
+        ),
         Cell(tuple(put)),
         Cell(tuple(write)),
+        Cell(tuple(unmasked)),
     )
 
 
@@ -556,10 +597,15 @@ async def targets(folder: Path, names: Sequence[str]) -> AsyncIterator[list[Targ
                     redis = servers.enter_context(redis_server(folder / "redis"))
                     backend = await open_backend(redis.url)
                     opened.push_async_callback(backend.close)
-                    plain, lua = RawRedis(redis.url), RawRedis(redis.url, through_lua=True)
-                    opened.push_async_callback(plain.close)
-                    opened.push_async_callback(lua.close)
-                    found.append(Target("Redis", backend, plain, lua))
+                    own = cast(Redis, await open_client(redis.url))
+                    raw_redis = RawRedis(own, "SET on a client like the stores'")
+                    others: tuple[RawRedis, ...] = (
+                        RawRedis(Redis.from_url(redis.url, protocol=2), "SET, redis-py's own pool"),
+                        RawRedis(own, "EVALSHA of a Lua SET", through_lua=True),
+                    )
+                    opened.push_async_callback(raw_redis.close)
+                    opened.push_async_callback(others[0].close)
+                    found.append(Target("Redis", backend, raw_redis, others))
                 elif name == "postgres":
                     url = _postgres_url(servers.enter_context(postgres_server()))
                     backend = await open_backend(url)
@@ -568,7 +614,10 @@ async def targets(folder: Path, names: Sequence[str]) -> AsyncIterator[list[Targ
                     opened.push_async_callback(pool.close)
                     found.append(
                         Target(
-                            "PostgreSQL", backend, RawPostgres(pool), RawPostgres(pool, jsonb=True)
+                            "PostgreSQL",
+                            backend,
+                            RawPostgres(pool, "jsonb", as_store=True),
+                            (RawPostgres(pool, "bytea"), RawPostgres(pool, "jsonb")),
                         )
                     )
             yield found
@@ -585,23 +634,28 @@ def print_inline(rows: Sequence[InlineRow]) -> None:
     print("\nInline frontier, per boundary (ms; median p99)")
     header = (
         f"{'server':<11}{'size':>7}{'bytes':>9} | {'raw':>17} | {'store put':>17} | "
-        f"{'Checkpointer.write':>18} | {'put/raw':>7} {'write/raw':>9} | target {TARGET}x"
+        f"{'write':>17} | {'write, no masking':>17} | {'put':>5} {'write':>5} {'unmasked':>8}"
+        f" | target {TARGET}x the raw"
     )
     print(header)
     print("-" * len(header))
     for row in rows:
-        met = "met" if row.write.median <= TARGET * row.raw.median else "NOT met"
-        put_met = "put met" if row.put.median <= TARGET * row.raw.median else "put NOT met"
+        verdict = ", ".join(
+            f"{name} {'met' if cell.median <= TARGET * row.raw.median else 'NOT met'}"
+            for name, cell in (("put", row.put), ("write", row.write), ("unmasked", row.unmasked))
+        )
         print(
             f"{row.target:<11}{row.size:>7}{row.payload:>9} | {row.raw} | {row.put} | "
-            f"{row.write} | {_ratio(row.put, row.raw):>7} {_ratio(row.write, row.raw):>9} | "
-            f"{put_met}, write {met}"
+            f"{row.write} | {row.unmasked} | {_ratio(row.put, row.raw)} "
+            f"{_ratio(row.write, row.raw)} {_ratio(row.unmasked, row.raw):>8} | {verdict}"
         )
-    print("\nBetween raw and put (ms; median p99, and its ratio to raw)")
+    print("\nOther baselines for the same bytes (ms; median p99; ratio of raw, and of put, to it)")
     for row in rows:
-        if row.between is not None:
-            label, cell = row.between
-            print(f"{row.target:<11}{row.size:>7}  {label:<26} {cell}  {_ratio(cell, row.raw)}")
+        for label, cell in row.others:
+            print(
+                f"{row.target:<11}{row.size:>7}  {label:<40} {cell}  raw {_ratio(row.raw, cell)}"
+                f"  put {_ratio(row.put, cell)}"
+            )
 
 
 def print_in_process(rows: Sequence[InProcessRow]) -> None:

@@ -39,6 +39,7 @@ Key layout (one run; ``T`` and ``R`` are the percent-encoded tenant and run id, 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -72,6 +73,7 @@ __all__ = [
     "UnreadableRecordError",
     "backend_on",
     "open_backend",
+    "open_client",
 ]
 
 SOCKET_TIMEOUT_S = 2.0
@@ -124,48 +126,73 @@ async def open_backend(url: str) -> Backend:
     break each other's connections. A Cluster that cannot be reached raises
     ``StoreUnavailableError`` (retryable).
     """
-    parts = urlsplit(url)
-    driver_query: list[tuple[str, str]] = []
-    cluster, prefix, max_value_bytes = False, DEFAULT_PREFIX, DEFAULT_MAX_VALUE_BYTES
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name == "cluster":
-            cluster = _flag(url, value)
-        elif name == "prefix":
-            prefix = value
-        elif name == "max_value_bytes":
-            max_value_bytes = _size(url, value)
-        else:
-            driver_query.append((name, value))
-    driver_url = urlunsplit(parts._replace(query=urlencode(driver_query)))
-    client: Client
-    if cluster:
-        if parts.path not in ("", "/", "/0"):
+    options = _StoreURL.parse(url)
+    client = await options.client()
+    return backend_on(
+        client, prefix=options.prefix, max_value_bytes=options.max_value_bytes, url=url
+    )
+
+
+async def open_client(url: str) -> Client:
+    """The client ``open_backend(url)`` would give its stores (pool, timeouts, no retries), for
+    a caller that wants the same connections without the stores: a raw baseline, a tool."""
+    return await _StoreURL.parse(url).client()
+
+
+@dataclass(frozen=True)
+class _StoreURL:
+    """What a Redis store URL says: the driver's part, and the options the kit reads itself."""
+
+    driver_url: str
+    driver_query: dict[str, str]
+    cluster: bool
+    prefix: str
+    max_value_bytes: int
+
+    @classmethod
+    def parse(cls, url: str) -> _StoreURL:
+        parts = urlsplit(url)
+        driver_query: list[tuple[str, str]] = []
+        cluster, prefix, max_value_bytes = False, DEFAULT_PREFIX, DEFAULT_MAX_VALUE_BYTES
+        for name, value in parse_qsl(parts.query, keep_blank_values=True):
+            if name == "cluster":
+                cluster = _flag(url, value)
+            elif name == "prefix":
+                prefix = value
+            elif name == "max_value_bytes":
+                max_value_bytes = _size(url, value)
+            else:
+                driver_query.append((name, value))
+        if cluster and parts.path not in ("", "/", "/0"):
             raise ConfigurationError(
                 f"store URL {url!r}: a Redis Cluster has only database 0; drop {parts.path!r}"
             )
-        cluster_client = RedisCluster.from_url(
-            driver_url,
-            socket_timeout=SOCKET_TIMEOUT_S,
-            socket_connect_timeout=SOCKET_TIMEOUT_S,
-            protocol=2,
-        )
-        try:
-            await cluster_client.initialize()
-        except DRIVER_ERRORS as error:
-            await cluster_client.aclose()
-            raise StoreUnavailableError("Redis Cluster", "read its slot map", error) from error
-        client = cluster_client
-    else:
+        driver_url = urlunsplit(parts._replace(query=urlencode(driver_query)))
+        return cls(driver_url, dict(driver_query), cluster, prefix, max_value_bytes)
+
+    async def client(self) -> Client:
+        if self.cluster:
+            cluster_client = RedisCluster.from_url(
+                self.driver_url,
+                socket_timeout=SOCKET_TIMEOUT_S,
+                socket_connect_timeout=SOCKET_TIMEOUT_S,
+                protocol=2,
+            )
+            try:
+                await cluster_client.initialize()
+            except DRIVER_ERRORS as error:
+                await cluster_client.aclose()
+                raise StoreUnavailableError("Redis Cluster", "read its slot map", error) from error
+            return cluster_client
         # Blocking: past ``max_connections`` (default POOL_SIZE) a call waits its turn for up
         # to POOL_WAIT_S instead of failing at once, as the default pool does under load.
         pool = BlockingConnectionPool.from_url(
-            driver_url,
-            **({} if "max_connections" in dict(driver_query) else {"max_connections": POOL_SIZE}),
+            self.driver_url,
+            **({} if "max_connections" in self.driver_query else {"max_connections": POOL_SIZE}),
             timeout=POOL_WAIT_S,
             socket_timeout=SOCKET_TIMEOUT_S,
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             retry=Retry(NoBackoff(), 0),
             protocol=2,
         )
-        client = Redis.from_pool(pool)
-    return backend_on(client, prefix=prefix, max_value_bytes=max_value_bytes, url=url)
+        return Redis.from_pool(pool)
