@@ -80,6 +80,74 @@ async def test_twenty_racing_for_a_lapsed_lease_yield_one_holder(
         await backend.checkpoints.put(tenant, "run", b'{"format_version": 1}', fence=old.fence)
 
 
+async def _until_blocked_by(postgres_url: str, pid: int) -> None:
+    """Return once some statement waits on a lock held by backend ``pid``."""
+    watcher = await asyncpg.connect(postgres_url)
+    try:
+        for _ in range(500):
+            if await watcher.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", pid
+            ):
+                return
+            await asyncio.sleep(0.01)
+        pytest.fail("the write never waited on the fence row")
+    finally:
+        await watcher.close()
+
+
+async def test_a_write_racing_the_raise_that_supersedes_it_is_refused(
+    backend: Backend, postgres_url: str, tenant: str
+) -> None:
+    """READ COMMITTED: the write's snapshot still sees its own fence as the mark; the mark it is
+    judged by is the one after it waited for the fence row's lock, which the raise committed."""
+    lease = await backend.leases.acquire(tenant, "run", "w1", ttl=30)
+    await backend.checkpoints.put(tenant, "run", b'{"format_version": 1}', fence=lease.fence)
+    raiser = await asyncpg.connect(postgres_url)
+    try:
+        transaction = raiser.transaction()
+        await transaction.start()
+        await raiser.execute(
+            "UPDATE adk_run_fences SET fence = fence + 1 WHERE tenant = $1 AND run_id = 'run'",
+            tenant,
+        )
+        write = asyncio.create_task(
+            backend.checkpoints.put(tenant, "run", b'{"format_version": 2}', fence=lease.fence)
+        )
+        await _until_blocked_by(postgres_url, raiser.get_server_pid())
+        await transaction.commit()
+        with pytest.raises(StaleFenceError) as caught:
+            await write
+    finally:
+        await raiser.close()
+    assert (caught.value.fence, caught.value.current) == (lease.fence, lease.fence + 1)
+    assert await backend.checkpoints.latest(tenant, "run") == b'{"format_version": 1}'
+
+
+async def test_a_higher_fence_waits_for_a_racing_raise_and_lands_above_it(
+    backend: Backend, postgres_url: str, tenant: str
+) -> None:
+    await backend.checkpoints.put(tenant, "run", b'{"format_version": 1}', fence=1)
+    raiser = await asyncpg.connect(postgres_url)
+    try:
+        transaction = raiser.transaction()
+        await transaction.start()
+        await raiser.execute(
+            "UPDATE adk_run_fences SET fence = 2 WHERE tenant = $1 AND run_id = 'run'", tenant
+        )
+        write = asyncio.create_task(
+            backend.checkpoints.put(tenant, "run", b'{"format_version": 3}', fence=3)
+        )
+        await _until_blocked_by(postgres_url, raiser.get_server_pid())
+        await transaction.commit()
+        await write
+    finally:
+        await raiser.close()
+    assert await backend.checkpoints.latest(tenant, "run") == b'{"format_version": 3}'
+    with pytest.raises(StaleFenceError) as caught:
+        await backend.history.put(tenant, "run", b"segment", fence=2)
+    assert caught.value.current == 3
+
+
 async def test_concurrent_charges_never_overspend(backend: Backend, tenant: str) -> None:
     results = await asyncio.gather(
         *(

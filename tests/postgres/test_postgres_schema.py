@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import uuid
 from importlib.resources import files
 
@@ -9,6 +12,7 @@ import asyncpg
 import pytest
 
 from agentrun.errors import ConfigurationError
+from agentrun.stores.backend import Backend
 from agentrun.stores.postgres import (
     EXPECTED_CHECKPOINT_SCHEMA,
     SCHEMA_VERSION,
@@ -47,6 +51,51 @@ async def _table_count(url: str) -> int:
         await connection.close()
 
 
+async def _compression(url: str, table: str, column: str) -> str:
+    """The column's compression as ``pg_attribute`` has it: ``l`` for lz4, empty for the default."""
+    connection = await asyncpg.connect(url)
+    try:
+        return str(
+            await connection.fetchval(
+                "SELECT attcompression::text FROM pg_attribute "
+                "WHERE attrelid = quote_ident($1)::regclass AND attname = $2",
+                table,
+                column,
+            )
+        )
+    finally:
+        await connection.close()
+
+
+def _psql_stdin(
+    postgres: PostgresServer, database: str, script: str, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """``script`` piped into psql, as the DDL's header says to apply it."""
+    return subprocess.run(
+        [
+            *postgres.as_user,
+            str(postgres.bindir / "psql"),
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(postgres.port),
+            "-U",
+            "postgres",
+            "-d",
+            database,
+            *options,
+        ],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_the_published_ddl_is_the_shipped_file() -> None:
     shipped = files("agentrun.stores").joinpath("schema", "postgres.sql").read_text()
     assert shipped == EXPECTED_CHECKPOINT_SCHEMA
@@ -64,12 +113,125 @@ async def test_verify_accepts_the_applied_schema(postgres_url: str) -> None:
         await pool.close()
 
 
+async def test_frontiers_and_segments_are_compressed_with_lz4(
+    backend: Backend, postgres_url: str
+) -> None:
+    assert await _compression(postgres_url, "adk_checkpoints", "payload") == "l"
+    assert await _compression(postgres_url, "adk_history_segments", "segment") == "l"
+    tenant = f"tenant-{uuid.uuid4().hex[:8]}"
+    large = json.dumps({"format_version": 1, "messages": ["book a seat on LH1172"] * 2_000})
+    await backend.checkpoints.put(tenant, "run", large.encode(), fence=1)
+    connection = await asyncpg.connect(postgres_url)
+    try:
+        stored = await connection.fetchval(
+            "SELECT pg_column_compression(payload) FROM adk_checkpoints "
+            "WHERE tenant = $1 AND run_id = 'run'",
+            tenant,
+        )
+    finally:
+        await connection.close()
+    assert stored == "lz4"
+    read = await backend.checkpoints.latest(tenant, "run")
+    assert read is not None
+    assert json.loads(read) == json.loads(large)
+
+
 async def test_applying_the_ddl_twice_changes_nothing(
     postgres: PostgresServer, postgres_url: str
 ) -> None:
     postgres.psql(EXPECTED_CHECKPOINT_SCHEMA, "agentrun")
     backend = await open_backend(postgres_url)
     await backend.close()
+
+
+def test_the_printed_ddl_applies_through_psql_twice(postgres: PostgresServer) -> None:
+    executable = shutil.which("agentrun")
+    if executable is None:
+        pytest.fail("the agentrun console script is not installed; run `pip install -e .`")
+    printed = subprocess.run(
+        [executable, "schema", "postgres"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    database = f"piped_{uuid.uuid4().hex[:8]}"
+    postgres.create_database(database)
+    for _ in range(2):
+        applied = _psql_stdin(postgres, database, printed)
+        assert applied.returncode == 0, applied.stderr
+        assert "ERROR" not in applied.stderr
+    compression = _psql_stdin(
+        postgres,
+        database,
+        "SELECT string_agg(attcompression::text, ',' ORDER BY attname) FROM pg_attribute "
+        "WHERE (attrelid, attname) IN "
+        "(('adk_checkpoints'::regclass, 'payload'), ('adk_history_segments'::regclass, 'segment'))",
+        "-At",
+    )
+    assert compression.stdout.strip() == "l,l"
+    version = _psql_stdin(postgres, database, "SELECT version FROM adk_schema_version", "-At")
+    assert version.stdout.strip() == str(SCHEMA_VERSION)
+
+
+async def test_reapplying_the_ddl_adopts_lz4_on_an_existing_database(
+    postgres: PostgresServer, postgres_url: str, renamed: PostgresTables
+) -> None:
+    """A database set up before the DDL chose lz4 gets it from the same version-1 DDL."""
+    mine = await open_backend(postgres_url, tables=renamed)
+    try:
+        await mine.checkpoints.put("t", "run", b'{"format_version": 1}', fence=1)
+    finally:
+        await mine.close()
+    postgres.psql(
+        f'ALTER TABLE "{renamed.checkpoints}" ALTER COLUMN payload SET COMPRESSION default; '
+        f'ALTER TABLE "{renamed.history}" ALTER COLUMN segment SET COMPRESSION default',
+        "agentrun",
+    )
+    assert await _compression(postgres_url, renamed.checkpoints, "payload") == ""
+    postgres.psql(schema_sql(renamed), "agentrun")
+    assert await _compression(postgres_url, renamed.checkpoints, "payload") == "l"
+    assert await _compression(postgres_url, renamed.history, "segment") == "l"
+    mine = await open_backend(postgres_url, tables=renamed)
+    try:
+        assert await mine.checkpoints.latest("t", "run") == b'{"format_version": 1}'
+    finally:
+        await mine.close()
+
+
+async def test_a_server_that_cannot_use_lz4_keeps_the_default_and_says_so(
+    postgres_url: str,
+) -> None:
+    """The DDL commits with a NOTICE when SET COMPRESSION is feature_not_supported (0A000).
+
+    That is what a server built without lz4 raises. This server has lz4, so the same SQLSTATE is
+    provoked the one way it can be: a checkpoints table already there whose payload column is of
+    a type that cannot be compressed at all.
+    """
+    tables = _renamed()
+    connection = await asyncpg.connect(postgres_url)
+    notices: list[str] = []
+    connection.add_log_listener(lambda _, message: notices.append(message.message))
+    try:
+        await connection.execute(
+            f'CREATE TABLE "{tables.checkpoints}" (tenant text, run_id text, fence bigint, '
+            "payload integer, written_at timestamptz, PRIMARY KEY (tenant, run_id))"
+        )
+        await connection.execute(schema_sql(tables))
+        missing = await connection.fetchval(
+            "SELECT count(*) FROM unnest($1::text[]) AS t(name) "
+            "WHERE to_regclass(quote_ident(name)) IS NULL",
+            [name for _, name in tables.items()],
+        )
+    finally:
+        await connection.close()
+    assert missing == 0
+    assert [notice for notice in notices if "lz4" in notice] == [
+        "agentrun: this PostgreSQL server was built without lz4; "
+        f'"{tables.checkpoints}".payload and "{tables.history}".segment keep the default (pglz)'
+    ]
+    assert await _compression(postgres_url, tables.history, "segment") == ""
+    pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=2)
+    try:
+        await verify(pool, tables)
+    finally:
+        await pool.close()
 
 
 async def test_nothing_creates_tables_and_a_missing_schema_says_how_to_apply_it(
@@ -130,6 +292,9 @@ async def test_renamed_tables_hold_their_own_data(
     finally:
         await mine.close()
         await default.close()
+    # the lz4 block in the DDL was renamed too: it set the renamed tables' columns
+    assert await _compression(postgres_url, renamed.checkpoints, "payload") == "l"
+    assert await _compression(postgres_url, renamed.history, "segment") == "l"
 
 
 @pytest.mark.parametrize(

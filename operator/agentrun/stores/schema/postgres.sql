@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS adk_run_fences (
     PRIMARY KEY (tenant, run_id)
 );
 
--- One frontier per run.
+-- One frontier per run (payload compressed with lz4 where the server has it; see the end).
 CREATE TABLE IF NOT EXISTS adk_checkpoints (
     tenant     text        NOT NULL,
     run_id     text        NOT NULL,
@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS adk_idempotency (
     PRIMARY KEY (tenant, run_id, key)
 );
 
--- Content-addressed transcript segments (handle = sha256 of the bytes).
+-- Content-addressed transcript segments (handle = sha256 of the bytes); lz4 as for payload.
 CREATE TABLE IF NOT EXISTS adk_history_segments (
     tenant  text  NOT NULL,
     run_id  text  NOT NULL,
@@ -74,5 +74,38 @@ CREATE TABLE IF NOT EXISTS adk_ledger (
     micros    bigint NOT NULL,
     PRIMARY KEY (tenant, run_id, charge_id)
 );
+
+-- Frontiers and transcript segments are compressed with lz4 instead of the default pglz: at
+-- 100 KB and more pglz is most of what a write costs, and lz4 is several times faster at it.
+-- Compression is a storage attribute, not part of the tables' shape, so the schema version stays
+-- 1, and re-applying this file adopts lz4 on an existing database: values written from then on
+-- are compressed with lz4, values already stored stay as they are and read as before. The ALTER
+-- locks its table (ACCESS EXCLUSIVE), so it runs only while the column is not lz4 yet; applying
+-- the file again after that locks neither table. A server built without lz4 refuses it with
+-- feature_not_supported (0A000): the block then keeps the default and says so in a NOTICE, and
+-- the rest of this file applies as usual. So does a server older than PostgreSQL 14, which has
+-- no per-column compression; the ALTERs are EXECUTEd so that the block compiles there too.
+DO $$
+BEGIN
+    IF current_setting('server_version_num')::integer < 140000 THEN
+        RAISE NOTICE 'agentrun: PostgreSQL % has no per-column compression; '
+            'adk_checkpoints.payload and adk_history_segments.segment keep the default',
+            current_setting('server_version');
+        RETURN;
+    END IF;
+    IF (SELECT attcompression FROM pg_attribute
+        WHERE attrelid = 'adk_checkpoints'::regclass AND attname = 'payload') <> 'l' THEN
+        EXECUTE 'ALTER TABLE adk_checkpoints ALTER COLUMN payload SET COMPRESSION lz4';
+    END IF;
+    IF (SELECT attcompression FROM pg_attribute
+        WHERE attrelid = 'adk_history_segments'::regclass AND attname = 'segment') <> 'l' THEN
+        EXECUTE 'ALTER TABLE adk_history_segments ALTER COLUMN segment SET COMPRESSION lz4';
+    END IF;
+EXCEPTION WHEN feature_not_supported THEN
+    RAISE NOTICE 'agentrun: this PostgreSQL server was built without lz4; '
+        'adk_checkpoints.payload and adk_history_segments.segment keep the default (%)',
+        current_setting('default_toast_compression');
+END
+$$;
 
 COMMIT;
