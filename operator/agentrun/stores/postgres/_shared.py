@@ -184,8 +184,12 @@ class Database:
     @contextlib.asynccontextmanager
     async def connection(self, operation: str) -> AsyncIterator[Any]:
         """A pooled connection; a driver error in the block leaves as a kit error."""
+        # A pool with an idle connection hands it over without waiting, so the acquisition
+        # needs no timeout then; asyncpg's costs a timer task a call (~8 µs, 3% of a 10 KB
+        # checkpoint write). Nothing runs between the check and the acquisition on this loop.
+        timeout = None if self.pool.get_idle_size() else self.timeout
         with translated(self.store, operation):
-            async with self.pool.acquire(timeout=self.timeout) as connection:
+            async with self.pool.acquire(timeout=timeout) as connection:
                 yield connection
 
     async def fetchrow(self, operation: str, sql: str, *args: object) -> Any:
