@@ -5,7 +5,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: deps kube-tools test lint demo bench bench-operator
+.PHONY: deps kube-tools test lint demo bench bench-operator bench-peers
 
 deps:
 	@bash hack/install-deps.sh
@@ -30,3 +30,7 @@ bench: deps
 
 bench-operator: deps kube-tools
 	$(PYTHON) -m bench.operator_scale
+
+# Ours against LangGraph's checkpointers, in a virtualenv of its own (LangGraph is no dependency).
+bench-peers: deps
+	bash hack/bench-peers.sh $(BENCH_ARGS)

@@ -626,7 +626,7 @@ async def targets(folder: Path, names: Sequence[str]) -> AsyncIterator[list[Targ
 # -- printing ---------------------------------------------------------------------------------
 
 
-def _ratio(numerator: Cell, denominator: Cell) -> str:
+def ratio(numerator: Cell, denominator: Cell) -> str:
     return f"{numerator.median / denominator.median:5.2f}x"
 
 
@@ -646,15 +646,15 @@ def print_inline(rows: Sequence[InlineRow]) -> None:
         )
         print(
             f"{row.target:<11}{row.size:>7}{row.payload:>9} | {row.raw} | {row.put} | "
-            f"{row.write} | {row.unmasked} | {_ratio(row.put, row.raw)} "
-            f"{_ratio(row.write, row.raw)} {_ratio(row.unmasked, row.raw):>8} | {verdict}"
+            f"{row.write} | {row.unmasked} | {ratio(row.put, row.raw)} "
+            f"{ratio(row.write, row.raw)} {ratio(row.unmasked, row.raw):>8} | {verdict}"
         )
     print("\nOther baselines for the same bytes (ms; median p99; ratio of raw, and of put, to it)")
     for row in rows:
         for label, cell in row.others:
             print(
-                f"{row.target:<11}{row.size:>7}  {label:<40} {cell}  raw {_ratio(row.raw, cell)}"
-                f"  put {_ratio(row.put, cell)}"
+                f"{row.target:<11}{row.size:>7}  {label:<40} {cell}  raw {ratio(row.raw, cell)}"
+                f"  put {ratio(row.put, cell)}"
             )
 
 
@@ -677,7 +677,7 @@ def print_out_of_line(rows: Sequence[OutOfLineRow]) -> None:
     for row in rows:
         print(
             f"{row.target:<11} | {row.raw} | {row.put} | {row.write} | "
-            f"{_ratio(row.put, row.raw):>7} {_ratio(row.write, row.raw):>9}"
+            f"{ratio(row.put, row.raw):>7} {ratio(row.write, row.raw):>9}"
         )
     row = rows[0]
     handed = sum(row.segments) + sum(row.frontiers)

@@ -27,6 +27,8 @@ import sqlite3
 import sys
 from typing import Any
 
+from pydantic import JsonValue
+
 from agentrun import Checkpointer, IndeterminateToolCallError, RunLeaseError
 from agentrun.idempotency import derive_key, marker_key
 from agentrun.leases import LeasePolicy
@@ -100,7 +102,7 @@ AGENT = AgentDefinition(
     model="scripted",
     tools=(charge_card, book_flight, send_sms),
 )
-SCRIPT = [
+SCRIPT: list[dict[str, JsonValue]] = [
     {
         "tool_calls": [
             {"name": "charge_card", "arguments": {"order_id": "o-1", "amount_cents": 4200}}

@@ -13,7 +13,7 @@ import sqlite3
 
 from pydantic import JsonValue
 
-from agentrun.runner import AgentDefinition, ScriptedProvider, tool
+from agentrun.runner import AgentDefinition, ScriptedProvider, Tool, tool
 from agentrun.runner.registry import RegisteredAgent
 
 
@@ -60,11 +60,11 @@ def _turn(name: str, arguments: dict[str, JsonValue]) -> dict[str, JsonValue]:
 
 
 def _agent(
-    name: str, tools: tuple[object, ...], script: list[dict[str, JsonValue]], instructions: str = ""
+    name: str, tools: tuple[Tool, ...], script: list[dict[str, JsonValue]], instructions: str = ""
 ) -> RegisteredAgent:
     definition = AgentDefinition(
         name=name, instructions=instructions or name, model="scripted", tools=tools
-    )  # type: ignore[arg-type]
+    )
     return RegisteredAgent(definition=definition, provider=lambda: ScriptedProvider(script))
 
 

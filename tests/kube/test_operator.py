@@ -319,7 +319,8 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
     current = _lease(kube, "fenced")["fence"]
 
     async def stale_write() -> None:
-        api = KubeApi(new_client_from_config(config_file=str(kube.kubeconfig)))
+        # The client's loader is untyped; it returns an ApiClient.
+        api = KubeApi(new_client_from_config(config_file=str(kube.kubeconfig)))  # type: ignore[no-untyped-call]
         writer = StatusWriter(api, kube.namespace, "fenced")
         writer.fence = current - 1
         with pytest.raises(Superseded):
