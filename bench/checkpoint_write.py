@@ -332,11 +332,13 @@ class RawPostgres:
         )
         if self._as_store:
             method = await self._pool.fetchval(
-                "SELECT attcompression FROM pg_attribute "
+                "SELECT attcompression::text FROM pg_attribute "
                 "WHERE attrelid = 'adk_checkpoints'::regclass AND attname = 'payload'"
             )
-            names = {"l": "lz4", "p": "pglz"}
-            if method in names:
+            names = {"l": "lz4", "p": "pglz", "": None}
+            if method not in names:
+                raise RuntimeError(f"adk_checkpoints.payload has compression {method!r}")
+            if names[method] is not None:
                 await self._pool.execute(
                     f"ALTER TABLE {self._table} ALTER COLUMN value SET COMPRESSION {names[method]}"
                 )
