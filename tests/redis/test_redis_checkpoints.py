@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agentrun.errors import StaleFenceError
+from agentrun.errors import StaleFenceError, StoreUnavailableError
 from agentrun.stores.backend import Backend, open_backend
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.redis_server import RedisServer
@@ -62,4 +62,24 @@ async def test_a_server_that_forgot_the_script_still_takes_a_large_checkpoint(
     await asyncio.to_thread(own_server.restart)
     await own_backend.checkpoints.put("acme", "big", LARGE[::-1], fence=1)
     assert await own_backend.checkpoints.latest("acme", "big") == LARGE[::-1]
+    assert _staged_keys(own_server) == []
+
+
+async def test_a_write_the_server_refuses_is_retryable_and_leaves_the_last_frontier(
+    own_server: RedisServer, own_backend: Backend
+) -> None:
+    """A server out of memory refuses both commands of a put: the caller gets a retryable
+    error, the previous frontier stays, nothing is left staged, and the next put lands."""
+    await own_backend.checkpoints.put("acme", "big", SMALL, fence=1)
+    own_server.cli("config", "set", "maxmemory-policy", "noeviction")
+    own_server.cli("config", "set", "maxmemory", "1")
+    try:
+        with pytest.raises(StoreUnavailableError, match="maxmemory"):
+            await own_backend.checkpoints.put("acme", "big", LARGE, fence=1)
+    finally:
+        own_server.cli("config", "set", "maxmemory", "0")
+    assert await own_backend.checkpoints.latest("acme", "big") == SMALL
+    await own_backend.checkpoints.put("acme", "big", LARGE, fence=1)
+    assert await own_backend.checkpoints.latest("acme", "big") == LARGE
+    assert await own_backend.leases.held("acme", "big") is None
     assert _staged_keys(own_server) == []
