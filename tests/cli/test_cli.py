@@ -284,6 +284,10 @@ async def test_approve_names_the_request_the_run_waits_on(cli: Cli, backend: Bac
     await backend.checkpoints.put("t", "w", encode(waiting), fence=1)
     inspected = cli("inspect", "w", "--tenant", "t")
     assert inspected.stdout.splitlines()[2] == f"waiting on approval {request}"
+    assert (
+        f"  {call.id}  notify_passenger  never_ran: waits on approval {request}: made only once "
+        "approved" in inspected.stdout.splitlines()
+    )
 
     wrong = cli("approve", "w", "--tenant", "t", "--request", "apr-000000000000")
     assert wrong.returncode == 2

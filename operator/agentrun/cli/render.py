@@ -28,8 +28,15 @@ def plan_lines(checkpoint: Checkpoint, plan: ResumePlan) -> list[str]:
         if decision.pending.safe_to_repeat:
             lines.append(f"  {call.id}  {call.name}  safe to repeat: dispatch it again")
             continue
+        waits_on = checkpoint.approval
         if decision.withheld:
             action = "withhold: answer the model that it was not made"
+        elif (
+            decision.disposition is ToolDisposition.NEVER_RAN
+            and waits_on is not None
+            and waits_on.call_id == call.id
+        ):
+            action = f"waits on approval {waits_on.request_id}: made only once approved"
         else:
             action = ACTIONS[decision.disposition]
         lines.append(f"  {call.id}  {call.name}  {decision.disposition.value}: {action}")
