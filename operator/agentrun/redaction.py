@@ -30,10 +30,12 @@ MASK = "[REDACTED]"
 BUILTIN_PATTERNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # Each entry: a name, the pattern, and literals one of which every match contains (see
     # ``Rule``). The literals must follow from the pattern: a wrong one hides a secret.
+    # A key cut short (a tool's output limit, a paste) has no END line: then its body is masked
+    # as far as it goes, base64 and the "Proc-Type: 4,ENCRYPTED" style headers included.
     (
         "pem-private-key",
-        r"(?P<secret>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?"
-        r"-----END [A-Z0-9 ]*PRIVATE KEY-----)",
+        r"(?P<secret>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]*?"
+        r"-----END [A-Z0-9 ]*PRIVATE KEY-----|[A-Za-z0-9+/=\s:,-]*))",
         ("PRIVATE KEY-----",),
     ),
     # After a known prefix the body is base64url ('-' and '_' anywhere, even first); otherwise

@@ -141,6 +141,9 @@ def _secrets() -> list[Secret]:
     add("pem-ec", "{s}", _pem("EC PRIVATE KEY"))
     add("pem-openssh", "id_ed25519:\n{s}", _pem("OPENSSH PRIVATE KEY"))
     add("pem-pkcs8", "{s}", _pem("PRIVATE KEY"))
+    # Cut short by a tool's output limit: no END line.
+    cut_short = _pem("RSA PRIVATE KEY")[:300]
+    add("pem-cut-short", "id_rsa (first 300 bytes):\n{s}... [truncated]", cut_short)
     add("password-assign", "login with password={s} and go", rand(ALNUM + "!#%", 14))
     add("password-env", "DB_PASSWORD={s}", rand(ALNUM, 18))
     add("password-yaml", "  password: {s}", rand(ALNUM, 12))

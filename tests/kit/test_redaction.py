@@ -93,6 +93,13 @@ def test_every_secret_is_masked(entry: Secret) -> None:
     assert MASK in masked
 
 
+def test_a_private_key_cut_short_keeps_no_line_of_its_body() -> None:
+    entry = next(secret for secret in SECRETS if secret.kind == "pem-cut-short")
+    masked = REDACTOR.mask(entry.text)
+    assert "-----END" not in entry.text
+    assert masked == f"id_rsa (first 300 bytes):\n{MASK}... [truncated]"
+
+
 @pytest.mark.parametrize("text", BENIGN)
 def test_every_benign_string_survives_unchanged(text: str) -> None:
     assert REDACTOR.mask(text) == text
