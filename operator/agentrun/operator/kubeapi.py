@@ -55,20 +55,22 @@ class KubeApi:
 
     async def patch_status(
         self, namespace: str, name: str, operations: list[dict[str, Any]]
-    ) -> None:
-        """Apply a JSON patch to the status subresource; ``Rejected`` if a test fails."""
+    ) -> dict[str, Any]:
+        """Apply a JSON patch to the status subresource and return the object as patched;
+        ``Rejected`` if a test fails."""
 
-        def call() -> None:
+        def call() -> dict[str, Any]:
             try:
-                self._objects.patch_namespaced_custom_object_status(
+                patched = self._objects.patch_namespaced_custom_object_status(
                     GROUP, VERSION, namespace, PLURAL, name, operations, _content_type=JSON_PATCH
                 )
+                return cast(dict[str, Any], patched)
             except ApiException as error:
                 if error.status in (409, 422):
                     raise Rejected(error.body) from error
                 raise
 
-        await asyncio.to_thread(call)
+        return await asyncio.to_thread(call)
 
     async def patch_object(
         self, namespace: str, name: str, operations: list[dict[str, Any]]

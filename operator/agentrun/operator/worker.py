@@ -238,7 +238,7 @@ class RunWorker:
         runner = self._runner(spec, registered)
         agent = registered.definition
         budget = spec.budget.max_cost_micros if spec.budget else None
-        self.status.fence = None
+        self.status.release()
         for approval in spec.approvals or ():
             await decide(
                 self.context.backend.idempotency,
