@@ -42,6 +42,15 @@ def _fence_of(run: dict[str, Any]) -> int | None:
     return None if fence is None else int(fence)
 
 
+def _remembered(run: dict[str, Any]) -> dict[str, Any]:
+    """What the next write is computed from: the generation and the status. Not the rest of the
+    object (``managedFields`` alone is several KB), since a replica holds hundreds of runs."""
+    kept: dict[str, Any] = {"metadata": {"generation": run["metadata"].get("generation", 1)}}
+    if "status" in run:
+        kept["status"] = run["status"]
+    return kept
+
+
 class StatusWriter:
     def __init__(self, api: KubeApi, namespace: str, name: str) -> None:
         self.api = api
@@ -61,7 +70,7 @@ class StatusWriter:
 
     async def _patch(self, operations: list[dict[str, Any]]) -> None:
         patched = await self.api.patch_status(self.namespace, self.name, operations)
-        self._patched = patched if self.fence is not None else None
+        self._patched = _remembered(patched) if self.fence is not None else None
 
     def _superseded(self) -> Superseded:
         return Superseded(
@@ -169,6 +178,6 @@ class StatusWriter:
                 )
             except Rejected:
                 continue
-            self.fence, self._patched = fence, patched
+            self.fence, self._patched = fence, _remembered(patched)
             return
         raise Rejected(f"status of {self.namespace}/{self.name} kept changing under a takeover")
