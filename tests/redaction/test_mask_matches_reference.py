@@ -88,6 +88,8 @@ def test_mask_is_the_reference_on_random_mixes_and_cuts() -> None:
         *" \n=:@_-.\"'",
         "\u017fecret=hunter22",
         "API_\u212aEY: abcdef",
+        "AP\u0130_KEY=abcdef",
+        "PR\u0131VATE-KEY: abcdef",
         MASK,
     ]
     for _ in range(3_000):

@@ -4,8 +4,9 @@
 that some match lacks would let that secret through unmasked, silently, so these tests check the
 literals against the pattern itself: every match found in the kit's secret and benign corpus (and
 its case-swapped forms) contains one; a redactor without the gates masks a seeded mix of that
-corpus exactly as the gated one does; and casefolding, which the case-insensitive pattern's gate
-relies on, maps every character ``re`` matches to one of its letters onto that letter.
+corpus exactly as the gated one does; and folding (``fold``), which the case-insensitive
+pattern's gate relies on, maps every character ``re`` matches to one of its letters onto that
+letter.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 
 import pytest
 
-from agentrun.redaction import BUILTIN_PATTERNS, Redactor, Rule
+from agentrun.redaction import BUILTIN_PATTERNS, Redactor, Rule, fold
 from tests.kit.secrets_corpus import BENIGN, SECRETS
 
 TEXTS = tuple(
@@ -40,7 +41,7 @@ def test_every_match_in_the_corpus_holds_one_of_the_literals(name: str, rule: Ru
     for text in TEXTS:
         for match in rule.pattern.finditer(text):
             matched += 1
-            found = match.group(0).casefold() if rule.ignores_case else match.group(0)
+            found = fold(match.group(0)) if rule.ignores_case else match.group(0)
             assert any(literal in found for literal in rule.literals), (name, match.group(0))
     assert matched, f"the corpus has no match of {name}: the check above proved nothing"
 
@@ -54,7 +55,7 @@ def test_the_gates_change_no_output() -> None:
         assert GATED.mask(text) == ungated.mask(text), text
 
 
-def test_casefolding_maps_what_re_matches_ignoring_case_onto_the_letter() -> None:
+def test_folding_maps_what_re_matches_ignoring_case_onto_the_letter() -> None:
     letters = {
         letter
         for rule in GATED.rules
@@ -67,6 +68,13 @@ def test_casefolding_maps_what_re_matches_ignoring_case_onto_the_letter() -> Non
     for point in range(sys.maxunicode + 1):
         character = chr(point)
         if any_letter.fullmatch(character):
-            folded = character.casefold()
+            folded = fold(character)
             assert folded in letters, hex(point)
             assert re.fullmatch(folded, character, re.IGNORECASE), hex(point)
+
+
+@pytest.mark.parametrize("i", ["\u0130", "\u0131"], ids=["dotted capital I", "dotless i"])
+def test_a_keyword_spelled_with_an_i_casefolding_misses_is_still_masked(i: str) -> None:
+    text = f"AP{i}_KEY=hunter2hunter2"
+    assert "api_key" not in text.casefold()
+    assert GATED.mask(text) == f"AP{i}_KEY=[REDACTED]"
