@@ -52,7 +52,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -704,12 +704,16 @@ def print_out_of_line(rows: Sequence[OutOfLineRow]) -> None:
 # -- main -------------------------------------------------------------------------------------
 
 
+def scaled(quick: bool) -> tuple[list[tuple[str, int, int]], dict[str, Conversation]]:
+    """``SIZES`` with a tenth of the iterations for ``--quick``, and a conversation per size."""
+    sizes = [(label, size, max(10, n // 10) if quick else n) for label, size, n in SIZES]
+    return sizes, {label: Conversation.of_size(size) for label, size, _ in sizes}
+
+
 async def run(names: Sequence[str], quick: bool) -> None:
-    scale = 0.1 if quick else 1.0
-    sizes = [(label, size, max(10, int(n * scale))) for label, size, n in SIZES]
-    turns = max(20, int(OUT_OF_LINE_TURNS * scale)) if quick else OUT_OF_LINE_TURNS
     started = time.monotonic()
-    conversations = {label: Conversation.of_size(size) for label, size, _ in sizes}
+    sizes, conversations = scaled(quick)
+    turns = max(20, OUT_OF_LINE_TURNS // 10) if quick else OUT_OF_LINE_TURNS
     with tempfile.TemporaryDirectory(prefix="agentrun-bench-") as folder:
         async with targets(Path(folder), names) as found:
             print(
@@ -740,12 +744,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="a tenth of the iterations")
     args = parser.parse_args(argv)
-    names = [name.strip() for name in args.servers.split(",") if name.strip()]
-    unknown = sorted(set(names) - {"sqlite", "redis", "postgres"})
+    names = chosen_servers(parser, args.servers, ("sqlite", "redis", "postgres"))
+    return run_on_servers(run(names, args.quick))
+
+
+def chosen_servers(parser: argparse.ArgumentParser, listed: str, known: Sequence[str]) -> list[str]:
+    """The servers ``--servers`` names, refusing one this bench does not know."""
+    names = [name.strip() for name in listed.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        parser.error(f"unknown servers {unknown}; choose from sqlite, redis, postgres")
+        parser.error(f"unknown servers {unknown}; choose from {', '.join(known)}")
+    return names
+
+
+def run_on_servers(bench: Coroutine[object, object, None]) -> int:
+    """Run the bench; 1, with the reason, if the test tooling could not start a server."""
     try:
-        asyncio.run(run(names, args.quick))
+        asyncio.run(bench)
     except pytest.fail.Exception as missing:
         print(f"bench: a server could not start: {missing}", file=sys.stderr)
         return 1

@@ -30,7 +30,6 @@ RedisJSON and RediSearch modules, which Debian's ``redis-server`` does not have.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import gc
 import importlib
@@ -46,19 +45,20 @@ from types import ModuleType
 from typing import Any
 
 import asyncpg
-import pytest
 from tests.support.postgres_server import postgres_server
 
 from agentrun.checkpointing import Checkpointer
 from agentrun.messages import Message
 from agentrun.stores.backend import Backend, open_backend
 from bench.checkpoint_write import (
-    SIZES,
     WARMUP,
     Cell,
     Conversation,
     _postgres_url,
+    chosen_servers,
     ratio,
+    run_on_servers,
+    scaled,
     timed,
     written,
 )
@@ -377,10 +377,8 @@ def print_rows(rows: Sequence[Row], targets: Sequence[Target]) -> None:
 
 
 async def run(names: Sequence[str], quick: bool) -> None:
-    scale = 0.1 if quick else 1.0
-    sizes = [(label, size, max(10, int(n * scale))) for label, size, n in SIZES]
     started = time.monotonic()
-    conversations = {label: Conversation.of_size(size) for label, size, _ in sizes}
+    sizes, conversations = scaled(quick)
     with tempfile.TemporaryDirectory(prefix="agentrun-bench-peers-") as folder:
         async with targets(Path(folder), names) as found:
             print(
@@ -409,24 +407,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="a tenth of the iterations")
     args = parser.parse_args(argv)
-    names = [name.strip() for name in args.servers.split(",") if name.strip()]
-    if "redis" in names:
+    if "redis" in args.servers:
         parser.error(REDIS_NOTE)
-    unknown = sorted(set(names) - set(SERVERS))
-    if unknown:
-        parser.error(f"unknown servers {unknown}; choose from sqlite, postgres")
+    names = chosen_servers(parser, args.servers, SERVERS)
     try:
         for module in ("langgraph.checkpoint.postgres.aio", "langgraph.checkpoint.sqlite.aio"):
             _langgraph(module)
     except ImportError as missing:
         print(f"{MISSING} ({missing})", file=sys.stderr)
         return 2
-    try:
-        asyncio.run(run(names, args.quick))
-    except pytest.fail.Exception as failed:
-        print(f"bench: a server could not start: {failed}", file=sys.stderr)
-        return 1
-    return 0
+    return run_on_servers(run(names, args.quick))
 
 
 if __name__ == "__main__":
