@@ -426,12 +426,9 @@ def phase_memory(bench: Bench, table: Table, count: int, namespace: str) -> None
 
 
 async def lease_remaining(url: str, tenant: str, run_id: str) -> float | None:
-    backend = await open_backend(url)
-    try:
+    async with await open_backend(url) as backend:
         held = await backend.leases.held(tenant, run_id)
         return None if held is None else held.remaining
-    finally:
-        await backend.close()
 
 
 def phase_takeover(bench: Bench, table: Table, repetitions: int, ttl: int, namespace: str) -> None:

@@ -201,6 +201,21 @@ class Leaseholder:
             self._deadline = sent + min(lease.remaining, self._policy.ttl)
 
 
+def renewal_refused(lease: RunLease, holder: str | None, fence: int | None) -> RunLeaseError:
+    """What a store raises when it cannot renew ``lease``: it lapsed (nobody holds the run now,
+    ``holder`` None) or another holder took the run with ``fence``."""
+    return RunLeaseError(
+        lease.run_id,
+        lease.tenant,
+        requested_by=lease.holder,
+        holder=holder,
+        fence=lease.fence if holder is None or fence is None else fence,
+        detail="its lease lapsed"
+        if holder is None
+        else f"it was superseded by {holder!r} with fence {fence}",
+    )
+
+
 def require_positive_ttl(ttl: float) -> None:
     if not ttl > 0:
         raise ConfigurationError(f"ttl must be a positive number of seconds, got {ttl!r}")

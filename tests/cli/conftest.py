@@ -84,8 +84,5 @@ def cli(store_url: str, demo_dir: Path) -> Iterator[Cli]:
 
 @pytest.fixture
 async def backend(store_url: str) -> AsyncIterator[Backend]:
-    opened = await open_backend(store_url)
-    try:
+    async with await open_backend(store_url) as opened:
         yield opened
-    finally:
-        await opened.close()

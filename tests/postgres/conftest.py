@@ -32,6 +32,5 @@ def postgres_url(postgres: PostgresServer) -> str:
 
 @pytest.fixture
 async def backend(postgres_url: str) -> AsyncIterator[Backend]:
-    opened = await open_backend(postgres_url)
-    yield opened
-    await opened.close()
+    async with await open_backend(postgres_url) as opened:
+        yield opened

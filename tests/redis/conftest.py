@@ -49,11 +49,8 @@ def redis_url(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def backend(redis_url: str) -> AsyncIterator[Backend]:
     """The five stores, opened from the URL through the kit's own dispatcher."""
-    opened = await open_backend(redis_url)
-    try:
+    async with await open_backend(redis_url) as opened:
         yield opened
-    finally:
-        await opened.close()
 
 
 @pytest.fixture
@@ -61,3 +58,10 @@ def own_server(tmp_path: Path) -> Iterator[RedisServer]:
     """A server only this test uses, free to be stopped, frozen or restarted."""
     with redis_server(tmp_path / "redis") as server:
         yield server
+
+
+@pytest.fixture
+async def own_backend(own_server: RedisServer) -> AsyncIterator[Backend]:
+    """The five stores on this test's own server."""
+    async with await open_backend(own_server.url) as opened:
+        yield opened

@@ -5,12 +5,11 @@ restarted server that has forgotten the script is handled in the same call."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
 from agentrun.errors import StaleFenceError, StoreUnavailableError
-from agentrun.stores.backend import Backend, open_backend
+from agentrun.stores.backend import Backend
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.redis_server import RedisServer
 
@@ -19,15 +18,6 @@ pytestmark = pytest.mark.redis
 LARGE = b"L" * (256 * 1024)
 SMALL = b"s" * (16 * 1024)
 KEYS = RunKeys.of("agentrun", "acme", "big")
-
-
-@pytest.fixture
-async def own_backend(own_server: RedisServer) -> AsyncIterator[Backend]:
-    opened = await open_backend(own_server.url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _staged_keys(server: RedisServer) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -54,15 +54,6 @@ OPERATIONS: dict[str, Operation] = {
     "ledger.spent": lambda b: b.ledger.spent("acme", "run-1"),
     "ledger.forget": lambda b: b.ledger.forget("acme", "run-1"),
 }
-
-
-@pytest.fixture
-async def own_backend(own_server: RedisServer) -> AsyncIterator[Backend]:
-    opened = await open_backend(own_server.url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _frontier(fence: int, iteration: int) -> Checkpoint:

@@ -5,26 +5,16 @@ than one already issued."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
 
 from agentrun.errors import RunLeaseError, StaleFenceError
-from agentrun.stores.backend import Backend, open_backend
+from agentrun.stores.backend import Backend
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-async def own_backend(own_server: RedisServer) -> AsyncIterator[Backend]:
-    opened = await open_backend(own_server.url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def _server_micros(server: RedisServer) -> int:

@@ -28,11 +28,8 @@ def url(database_file: Path) -> str:
 
 @pytest.fixture
 async def backend(url: str) -> AsyncIterator[Backend]:
-    opened = await open_backend(url)
-    try:
+    async with await open_backend(url) as opened:
         yield opened
-    finally:
-        await opened.close()
 
 
 @pytest.fixture

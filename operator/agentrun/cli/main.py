@@ -324,11 +324,8 @@ def _in_cluster(args: argparse.Namespace) -> Exit:
 
 
 async def _dispatch(args: argparse.Namespace) -> Exit:
-    backend = await open_backend(args.store)
-    try:
+    async with await open_backend(args.store) as backend:
         return await COMMANDS[args.command](args, backend)
-    finally:
-        await backend.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -35,6 +35,12 @@ class Backend:
     async def close(self) -> None:
         await self.closer()
 
+    async def __aenter__(self) -> Backend:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
 
 SCHEMES = ("memory", "sqlite", "redis", "rediss", "postgresql", "postgres")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from agentrun.errors import BudgetExceededError, RunLeaseError, StaleFenceError
 from agentrun.history import handle_for, verified
 from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord
-from agentrun.leases import RunLease, require_positive_ttl
+from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
 
 Run = tuple[str, str]
 Clock = Callable[[], float]
@@ -102,15 +102,8 @@ class MemoryLeaseStore:
         run = (lease.tenant, lease.run_id)
         live = self._live(run)
         if live is None or live.fence != lease.fence or live.holder != lease.holder:
-            raise RunLeaseError(
-                lease.run_id,
-                lease.tenant,
-                requested_by=lease.holder,
-                holder=live.holder if live else None,
-                fence=live.fence if live else lease.fence,
-                detail="its lease lapsed"
-                if live is None
-                else f"it was superseded by {live.holder!r} with fence {live.fence}",
+            raise renewal_refused(
+                lease, None if live is None else live.holder, None if live is None else live.fence
             )
         live.expires = self._clock() + ttl
         return self._view(run, live)

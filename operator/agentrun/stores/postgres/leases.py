@@ -23,7 +23,7 @@ from collections.abc import Callable
 import asyncpg
 
 from agentrun.errors import RunLeaseError
-from agentrun.leases import RunLease, require_positive_ttl
+from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
 from agentrun.stores.postgres._shared import PostgresStore
 
 _ACQUIRE = (
@@ -100,15 +100,8 @@ class PostgresLeaseStore(PostgresStore):
         if row is not None:
             return _lease(lease.tenant, lease.run_id, row)
         live = await self.held(lease.tenant, lease.run_id)
-        raise RunLeaseError(
-            lease.run_id,
-            lease.tenant,
-            requested_by=lease.holder,
-            holder=live.holder if live else None,
-            fence=live.fence if live else lease.fence,
-            detail="its lease lapsed"
-            if live is None
-            else f"it was superseded by {live.holder!r} with fence {live.fence}",
+        raise renewal_refused(
+            lease, None if live is None else live.holder, None if live is None else live.fence
         )
 
     async def release(self, lease: RunLease) -> None:

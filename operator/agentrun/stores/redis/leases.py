@@ -14,7 +14,7 @@ keeps nothing on disk (see ``_shared``).
 from __future__ import annotations
 
 from agentrun.errors import RunLeaseError
-from agentrun.leases import RunLease
+from agentrun.leases import RunLease, renewal_refused
 from agentrun.stores.redis._shared import (
     DEFAULT_PREFIX,
     Client,
@@ -128,24 +128,9 @@ class RedisLeaseStore(RedisStore):
             RENEW, "renew a lease", run, [run.lease], [lease.holder, lease.fence, micros]
         )
         if reply[0] == b"lapsed":
-            raise RunLeaseError(
-                lease.run_id,
-                lease.tenant,
-                requested_by=lease.holder,
-                holder=None,
-                fence=lease.fence,
-                detail="its lease lapsed",
-            )
+            raise renewal_refused(lease, None, None)
         if reply[0] == b"taken":
-            holder, fence = text(reply[1]), int(text(reply[2]))
-            raise RunLeaseError(
-                lease.run_id,
-                lease.tenant,
-                requested_by=lease.holder,
-                holder=holder,
-                fence=fence,
-                detail=f"it was superseded by {holder!r} with fence {fence}",
-            )
+            raise renewal_refused(lease, text(reply[1]), int(text(reply[2])))
         return lease.model_copy(update={"remaining": _seconds(reply[1])})
 
     async def release(self, lease: RunLease) -> None:

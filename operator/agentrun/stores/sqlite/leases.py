@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from agentrun.errors import RunLeaseError
-from agentrun.leases import RunLease, require_positive_ttl
+from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
 from agentrun.stores.sqlite._database import NOW_US, Database, Row, first, micros, one, seconds
 
 _LIVE = (
@@ -73,16 +73,9 @@ class SqliteLeaseStore:
             if renewed is not None:
                 return _lease(tenant, run_id, lease.holder, lease.fence, renewed[0])
             live = first(connection, _LIVE, (tenant, run_id))
-            raise RunLeaseError(
-                run_id,
-                tenant,
-                requested_by=lease.holder,
-                holder=None if live is None else live[0],
-                fence=lease.fence if live is None else live[1],
-                detail="its lease lapsed"
-                if live is None
-                else f"it was superseded by {live[0]!r} with fence {live[1]}",
-            )
+            if live is None:
+                raise renewal_refused(lease, None, None)
+            raise renewal_refused(lease, str(live[0]), int(live[1]))
 
         return await self._database.write(f"renew the lease on run {run_id!r}", work)
 
