@@ -160,12 +160,14 @@ class Checkpointer:
         return boundary in self.policy.boundaries
 
     async def write(self, checkpoint: Checkpoint) -> WriteReceipt | None:
-        """Persist ``checkpoint`` if the policy writes at its boundary.
+        """Persist ``checkpoint`` if the policy writes at its boundary, or if it names a call
+        that is not safe to repeat (``holds_intent``): a policy trades repeated model calls for
+        fewer writes, never a call that may be made twice.
 
         Returns the receipt, or None when skipped or refused (then ``last_error`` says why; a
         skipped boundary leaves an earlier error in place). Raises only ``StaleFenceError``.
         """
-        if not self.writes_at(checkpoint.boundary):
+        if not self.writes_at(checkpoint.boundary) and not checkpoint.holds_intent:
             return None
         started = time.perf_counter()
         try:

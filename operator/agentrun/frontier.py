@@ -76,6 +76,12 @@ class Checkpoint(FrozenModel):
     written_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
 
+    @property
+    def holds_intent(self) -> bool:
+        """Whether a call it names may have side effects (is not safe to repeat): then this
+        frontier is the only record a resume has that the call may have been made."""
+        return any(not pending.safe_to_repeat for pending in self.pending)
+
     @model_validator(mode="after")
     def _one_transcript(self) -> Checkpoint:
         if self.history_handle is not None and self.messages:

@@ -96,21 +96,25 @@ def tracking_key(pending: PendingCall) -> str:
 async def _decide(
     pending: PendingCall, tenant: str, run_id: str, idempotency: IdempotencyStore
 ) -> CallDecision:
-    if pending.safe_to_repeat:
+    if pending.safe_to_repeat and not pending.arguments_masked:
         return CallDecision(
             pending=pending,
             disposition=ToolDisposition.NEVER_RAN,
             reason="its tool is safe to repeat; it is dispatched again",
         )
-    record = await idempotency.read(tenant, run_id, tracking_key(pending))
+    record = (
+        None
+        if pending.safe_to_repeat
+        else await idempotency.read(tenant, run_id, tracking_key(pending))
+    )
     if record is None:
         if pending.arguments_masked:
             return CallDecision(
                 pending=pending,
                 disposition=ToolDisposition.NEVER_RAN,
                 withheld=True,
-                reason="it never ran, and its arguments were masked in the checkpoint: the "
-                "model is told it was not made instead of it being dispatched masked",
+                reason="its arguments were masked in the checkpoint and it holds no outcome: "
+                "the model is told it was not made instead of it being dispatched masked",
             )
         return CallDecision(
             pending=pending,

@@ -12,13 +12,19 @@ import sys
 
 import pytest
 
-from agentrun.checkpointing import CheckpointPolicy
+from agentrun.checkpointing import Checkpointer, CheckpointPolicy
 from agentrun.demo.booking import BOOKING
-from agentrun.errors import ConfigurationError, IndeterminateToolCallError, RevisionMismatchError
+from agentrun.errors import (
+    ConfigurationError,
+    IndeterminateToolCallError,
+    RevisionMismatchError,
+    StoreUnavailableError,
+)
 from agentrun.frontier import Boundary
 from agentrun.idempotency import ClaimState, derive_key, marker_key
 from agentrun.resume import ToolDisposition, plan_resume
 from agentrun.runner.agents import AgentDefinition
+from agentrun.runner.loop import AgentRunner
 from agentrun.runner.results import RunStatus
 from agentrun.runner.tools import Tool, ToolError
 from agentrun.stores.memory import MemoryBackend
@@ -312,3 +318,79 @@ def test_revision_changes_when_a_tool_schema_changes() -> None:
     }
     assert base.revision not in others
     assert len(others) == 6
+
+
+async def test_a_safe_to_repeat_call_with_masked_arguments_is_withheld_not_sent_masked(
+    memory: MemoryBackend,
+) -> None:
+    secret = "sk-proj-" + "Q7" * 20
+    probe = Probe("act")
+    defined = agent(probe.tool(read_only=True))
+    turns = ([("act", {"item": f"look up {secret}"})], "done")
+    crash = Boundaries(crash_at=(Boundary.AFTER_MODEL_CALL, 1))
+    with pytest.raises(Crash):
+        await runner(memory, script(*turns), boundaries=crash).run(
+            defined, "go", tenant="t", run_id="r"
+        )
+    provider = Recording(script(*turns))
+    result = await runner(memory, provider, holder="worker-b").resume(defined, "r", tenant="t")
+    assert result.status is RunStatus.COMPLETED
+    assert probe.calls == []
+    assert tool_results(provider.shown[-1])["c0_0"].startswith("error: this call was not made")
+
+
+class _RefusesFrontiersWithCalls:
+    """A checkpoint store that is unreachable for a frontier naming calls, and fine otherwise."""
+
+    def __init__(self, inner: MemoryBackend) -> None:
+        self.inner = inner.checkpoints
+
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        if b'"pending":[]' not in payload:
+            raise StoreUnavailableError("test store", "write a checkpoint", OSError("down"))
+        await self.inner.put(tenant, run_id, payload, fence=fence)
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None:
+        return await self.inner.latest(tenant, run_id)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self.inner.forget(tenant, run_id)
+
+
+async def test_a_call_that_is_not_safe_to_repeat_waits_for_its_frontier(
+    memory: MemoryBackend,
+) -> None:
+    """Without the frontier naming it, a resume could not know the call may have been made."""
+    probe = Probe("act")
+    defined = agent(probe.tool())
+    live = AgentRunner(
+        provider=script(*ONE_CALL),
+        idempotency=memory.idempotency,
+        checkpoints=Checkpointer(_RefusesFrontiersWithCalls(memory)),
+        leases=memory.leases,
+    )
+    with pytest.raises(StoreUnavailableError):
+        await live.run(defined, "go", tenant="t", run_id="r")
+    assert probe.calls == []
+    assert await memory.leases.held("t", "r") is None
+
+
+async def test_a_policy_without_the_boundary_still_writes_a_frontier_naming_a_call(
+    memory: MemoryBackend,
+) -> None:
+    probe = Probe("act")
+    defined = agent(probe.tool(), Probe("look").tool(read_only=True))
+    only_results = CheckpointPolicy(boundaries=frozenset({Boundary.AFTER_TOOL_RESULT}))
+    seen = Boundaries()
+    turns = ([("look", {"item": "x"})], [("act", {"item": "y"})], "done")
+    await runner(memory, script(*turns), boundaries=seen, policy=only_results).run(
+        defined, "go", tenant="t", run_id="r"
+    )
+    written = [
+        [p.call.name for p in checkpoint.pending]
+        for checkpoint, receipt in zip(seen.seen, seen.receipts, strict=True)
+        if receipt is not None and checkpoint.boundary is Boundary.AFTER_MODEL_CALL
+    ]
+    # The read-only call's frontier is skipped as the policy says; the other one's is not.
+    assert written == [["act"]]
+    assert probe.calls == ["y"]

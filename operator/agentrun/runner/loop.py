@@ -535,6 +535,17 @@ class AgentRunner:
         receipt = await self.checkpoints.write(checkpoint)
         if self.on_boundary is not None:
             await self.on_boundary(checkpoint, receipt, self.checkpoints.last_error)
+        if receipt is None and checkpoint.holds_intent and self.checkpoints.last_error:
+            # The one refused write that stops the run: without this frontier a resume could
+            # not know these calls may have been made, and would make them again. Stopping
+            # here costs a model call on resume; the calls themselves were not made.
+            logger.warning(
+                "run %s: the frontier naming calls %s could not be written; stopping before "
+                "making them",
+                state.run_id,
+                ", ".join(p.call.id for p in pending if not p.safe_to_repeat),
+            )
+            raise self.checkpoints.last_error
 
     def _result(self, state: _Run, status: RunStatus, **extra: Any) -> RunResult:
         # Only a finished run has an answer; a reply kept mid-turn is not one.
