@@ -31,6 +31,7 @@ from agentrun.errors import (
     NothingCheckpointedError,
     RevisionMismatchError,
     RunLeaseError,
+    StaleFenceError,
 )
 from agentrun.frontier import Boundary, Checkpoint
 from agentrun.leases import LeasePolicy, RunLease
@@ -59,7 +60,11 @@ REFUSALS: dict[type[AgentRunError], str] = {
     RevisionMismatchError: "RevisionMismatch",
     CheckpointFormatError: "FormatUnsupported",
     HistoryUnavailableError: "HistoryUnavailable",
+    # The frontier naming a call that is not safe to repeat is over the cap: the run cannot go
+    # on without risking that call twice, and the same frontier will be as large next time.
+    CheckpointTooLargeError: "CheckpointTooLarge",
 }
+"""Errors that end a run: carrying it on again would meet the same refusal."""
 
 
 class RunWorker:
@@ -279,13 +284,16 @@ class RunWorker:
                 self.context.metrics.lease_losses.inc()
                 self._say("lost the lease: %s", error, level=logging.WARNING)
             return
-        except Superseded as error:
+        except (Superseded, StaleFenceError) as error:
+            # A newer holder owns the run; the store (StaleFenceError) or the API server
+            # (Superseded) said so. Ask again after a pause, not at once.
             self._say("superseded: %s", error, level=logging.WARNING)
+            await self._pause()
             return
         except IndeterminateToolCallError as error:
             await self._indeterminate(error)
             return
-        except (RevisionMismatchError, CheckpointFormatError, HistoryUnavailableError) as error:
+        except tuple(REFUSALS) as error:
             reason = REFUSALS[type(error)]
             await self._write(updates=((c.SUCCEEDED, "False", reason, str(error)),), reason=reason)
             notice(self.body, reason, str(error), warning=True)
