@@ -85,10 +85,23 @@ class IdempotencyStore(Protocol):
         """The live record under ``key``, or None (an expired claim reads as None)."""
 
     async def settle(
-        self, tenant: str, run_id: str, key: str, outcome: str | None, *, by: str
-    ) -> None:
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        outcome: str | None,
+        *,
+        by: str,
+        claimed_by: tuple[str, int] | None = None,
+    ) -> bool:
         """A person's answer for an undecidable call: it ran with ``outcome``, or (None) it
-        did not run. Not fenced: a person outranks every worker."""
+        did not run. Not fenced: a person outranks every worker.
+
+        ``claimed_by`` is the (holder, fence) of the in-flight claim the person answered: the
+        answer is written only while that claim is still the record, atomically. An answer
+        delivered late (its writer paused) must not erase a newer claim, made after the first
+        delivery said the call had not run: that claim's call may be under way. Returns whether
+        the answer was written."""
 
     async def forget(self, tenant: str, run_id: str) -> None:
         """Drop every record of the run."""

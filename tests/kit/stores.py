@@ -106,10 +106,17 @@ class CallLog:
         return await self.inner.read(tenant, run_id, key)
 
     async def settle(
-        self, tenant: str, run_id: str, key: str, outcome: str | None, *, by: str
-    ) -> None:
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        outcome: str | None,
+        *,
+        by: str,
+        claimed_by: tuple[str, int] | None = None,
+    ) -> bool:
         self.calls.append("settle")
-        await self.inner.settle(tenant, run_id, key, outcome, by=by)
+        return await self.inner.settle(tenant, run_id, key, outcome, by=by, claimed_by=claimed_by)
 
     async def forget(self, tenant: str, run_id: str) -> None:
         self.calls.append("forget")

@@ -85,7 +85,11 @@ async def resolve(
     record = await idempotency.read(checkpoint.tenant, checkpoint.run_id, key)
     if record is None or record.state is not ClaimState.IN_FLIGHT:
         return False
-    await idempotency.settle(
-        checkpoint.tenant, checkpoint.run_id, key, result if ran else None, by=by
+    return await idempotency.settle(
+        checkpoint.tenant,
+        checkpoint.run_id,
+        key,
+        result if ran else None,
+        by=by,
+        claimed_by=(record.holder, record.fence),
     )
-    return True

@@ -214,15 +214,29 @@ class MemoryIdempotencyStore:
         return None if record is None else self._view(key, record)
 
     async def settle(
-        self, tenant: str, run_id: str, key: str, outcome: str | None, *, by: str
-    ) -> None:
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        outcome: str | None,
+        *,
+        by: str,
+        claimed_by: tuple[str, int] | None = None,
+    ) -> bool:
         at = (tenant, run_id, key)
+        previous = self._records.get(at)
+        if claimed_by is not None and (
+            previous is None
+            or previous.state is not ClaimState.IN_FLIGHT
+            or (previous.holder, previous.fence) != claimed_by
+        ):
+            return False
         if outcome is None:
             self._records.pop(at, None)
-            return
-        previous = self._records.get(at)
+            return True
         fence = previous.fence if previous is not None else 0
         self._records[at] = _Record(ClaimState.COMPLETED, by, fence, outcome)
+        return True
 
     async def forget(self, tenant: str, run_id: str) -> None:
         for at in [at for at in self._records if at[:2] == (tenant, run_id)]:

@@ -107,6 +107,27 @@ class IdempotencyStoreConformance(ConformanceBase):
         assert (ran.state, ran.outcome) == (ClaimState.COMPLETED, "booked 12A")
         assert await store.read(tenant, "run", "not") is None
 
+    async def test_an_answer_for_a_claim_is_written_only_while_that_claim_stands(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
+        # The first delivery said the call did not run; the newer holder claimed it again.
+        await store.begin(tenant, "run", "k", holder="w1", fence=1)
+        assert await store.settle(tenant, "run", "k", None, by="alice", claimed_by=("w1", 1))
+        await store.begin(tenant, "run", "k", holder="w2", fence=2)
+        # A late second delivery, of either answer, must leave the new claim alone.
+        for outcome in (None, "booked 12A"):
+            late = await store.settle(tenant, "run", "k", outcome, by="alice", claimed_by=("w1", 1))
+            assert not late
+            record = await store.read(tenant, "run", "k")
+            assert record is not None
+            assert (record.state, record.holder, record.fence) == (ClaimState.IN_FLIGHT, "w2", 2)
+        assert await store.settle(tenant, "run", "k", "booked 12A", by="bob", claimed_by=("w2", 2))
+        record = await store.read(tenant, "run", "k")
+        assert record is not None
+        assert (record.state, record.outcome) == (ClaimState.COMPLETED, "booked 12A")
+        assert not await store.settle(tenant, "run", "k", None, by="bob", claimed_by=("w2", 2))
+        assert not await store.settle(tenant, "run", "gone", None, by="bob", claimed_by=("w2", 2))
+
     async def test_runs_and_tenants_are_isolated(
         self, store: IdempotencyStore, tenant: str, other_tenant: str
     ) -> None:

@@ -82,6 +82,15 @@ _SETTLE = (
     "holder = EXCLUDED.holder, outcome = EXCLUDED.outcome, expires_at = NULL"
 )
 _UNSETTLE = "DELETE FROM {idempotency} WHERE tenant = $1 AND run_id = $2 AND key = $3"
+_CLAIM_IS = (
+    "tenant = $1 AND run_id = $2 AND key = $3 AND state = 'in_flight' AND holder = $4 "
+    "AND fence = $5"
+)
+_SETTLE_CLAIM = (
+    "UPDATE {idempotency} SET state = 'completed', holder = $6, outcome = $7, expires_at = NULL "
+    "WHERE " + _CLAIM_IS + " RETURNING 1"
+)
+_UNSETTLE_CLAIM = "DELETE FROM {idempotency} WHERE " + _CLAIM_IS + " RETURNING 1"
 _FORGET = "DELETE FROM {idempotency} WHERE tenant = $1 AND run_id = $2"
 
 
@@ -92,6 +101,7 @@ class PostgresIdempotencyStore(PostgresStore):
         self._begin, self._record, self._abandon = sql(_BEGIN), sql(_RECORD), sql(_ABANDON)
         self._read, self._settle = sql(_READ), sql(_SETTLE)
         self._unsettle, self._forget = sql(_UNSETTLE), sql(_FORGET)
+        self._settle_claim, self._unsettle_claim = sql(_SETTLE_CLAIM), sql(_UNSETTLE_CLAIM)
 
     async def begin(
         self,
@@ -164,15 +174,31 @@ class PostgresIdempotencyStore(PostgresStore):
         return None if row is None else _record(key, row)
 
     async def settle(
-        self, tenant: str, run_id: str, key: str, outcome: str | None, *, by: str
-    ) -> None:
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        outcome: str | None,
+        *,
+        by: str,
+        claimed_by: tuple[str, int] | None = None,
+    ) -> bool:
         operation = f"settle {key!r} of run {run_id!r}"
+        if claimed_by is not None:
+            # One statement, so the check and the write see the same row version.
+            claim = (tenant, run_id, key, *claimed_by)
+            if outcome is None:
+                row = await self._db.fetchrow(operation, self._unsettle_claim, *claim)
+            else:
+                row = await self._db.fetchrow(operation, self._settle_claim, *claim, by, outcome)
+            return row is not None
         if outcome is None:
             await self._db.execute(operation, self._unsettle, tenant, run_id, key)
         else:
             await self._db.execute(
                 operation, self._settle, tenant, run_id, key, by, outcome, uuid.uuid4()
             )
+        return True
 
     async def forget(self, tenant: str, run_id: str) -> None:
         await self._db.execute(f"forget the claims of run {run_id!r}", self._forget, tenant, run_id)

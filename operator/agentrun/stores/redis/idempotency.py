@@ -101,11 +101,18 @@ return {'found', raw, int(now)}
 SETTLE = lua(
     RECORDS,
     """
+local previous = redis.call('HGET', KEYS[1], ARGV[1])
+if ARGV[5] ~= '' then
+  local claim = previous and decoded(previous)
+  if not claim or claim.state ~= 'in_flight' or claim.holder ~= ARGV[5]
+      or tonumber(claim.fence) ~= tonumber(ARGV[6]) then
+    return {'moved'}
+  end
+end
 if ARGV[4] == 'not_ran' then
   redis.call('HDEL', KEYS[1], ARGV[1])
   return {'ok'}
 end
-local previous = redis.call('HGET', KEYS[1], ARGV[1])
 local fence = previous and decoded(previous).fence or '0'
 redis.call('HSET', KEYS[1], ARGV[1],
   cjson.encode({state = 'completed', holder = ARGV[2], fence = fence, outcome = ARGV[3]}))
@@ -229,16 +236,25 @@ class RedisIdempotencyStore(RedisStore):
         return None if reply[0] == b"none" else _view(run, key, reply[1], reply[2])
 
     async def settle(
-        self, tenant: str, run_id: str, key: str, outcome: str | None, *, by: str
-    ) -> None:
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        outcome: str | None,
+        *,
+        by: str,
+        claimed_by: tuple[str, int] | None = None,
+    ) -> bool:
         run = self._keys(tenant, run_id)
-        await self._run(
+        holder, fence = claimed_by if claimed_by is not None else ("", 0)
+        reply = await self._run(
             SETTLE,
             "settle an idempotency record",
             run,
             [run.claims],
-            [key, by, outcome or "", "not_ran" if outcome is None else "ran"],
+            [key, by, outcome or "", "not_ran" if outcome is None else "ran", holder, fence],
         )
+        return reply[0] == b"ok"
 
     async def forget(self, tenant: str, run_id: str) -> None:
         run = self._keys(tenant, run_id)

@@ -128,14 +128,27 @@ class SqliteIdempotencyStore:
         return None if live is None else _record(key, live)
 
     async def settle(
-        self, tenant: str, run_id: str, key: str, outcome: str | None, *, by: str
-    ) -> None:
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        outcome: str | None,
+        *,
+        by: str,
+        claimed_by: tuple[str, int] | None = None,
+    ) -> bool:
         at = (tenant, run_id, key)
 
-        def work(connection: sqlite3.Connection) -> None:
+        def work(connection: sqlite3.Connection) -> bool:
+            if claimed_by is not None:
+                row = connection.execute(
+                    f"SELECT state, holder, fence FROM agentrun_idempotency {_WHERE}", at
+                ).fetchone()
+                if row is None or (row[0], row[1], row[2]) != ("in_flight", *claimed_by):
+                    return False
             if outcome is None:
                 connection.execute(f"DELETE FROM agentrun_idempotency {_WHERE}", at)
-                return
+                return True
             connection.execute(
                 "INSERT INTO agentrun_idempotency (tenant, run_id, key, state, holder, fence, "
                 "outcome, expires_us) VALUES (?, ?, ?, 'completed', ?, 0, ?, NULL) "
@@ -143,8 +156,9 @@ class SqliteIdempotencyStore:
                 "holder = excluded.holder, outcome = excluded.outcome, expires_us = NULL",
                 (*at, by, outcome),
             )
+            return True
 
-        await self._database.write(f"settle {key} for run {run_id!r}", work)
+        return await self._database.write(f"settle {key} for run {run_id!r}", work)
 
     async def forget(self, tenant: str, run_id: str) -> None:
         def work(connection: sqlite3.Connection) -> None:
