@@ -201,18 +201,26 @@ class Leaseholder:
             self._deadline = sent + min(lease.remaining, self._policy.ttl)
 
 
-def renewal_refused(lease: RunLease, holder: str | None, fence: int | None) -> RunLeaseError:
-    """What a store raises when it cannot renew ``lease``: it lapsed (nobody holds the run now,
-    ``holder`` None) or another holder took the run with ``fence``."""
+def renewal_refused(lease: RunLease, live: tuple[str, int] | None) -> RunLeaseError:
+    """What a store raises when it cannot renew ``lease``: it lapsed (``live`` None: nobody
+    holds the run now) or another (holder, fence) took the run."""
+    if live is None:
+        return RunLeaseError(
+            lease.run_id,
+            lease.tenant,
+            requested_by=lease.holder,
+            holder=None,
+            fence=lease.fence,
+            detail="its lease lapsed",
+        )
+    holder, fence = live
     return RunLeaseError(
         lease.run_id,
         lease.tenant,
         requested_by=lease.holder,
         holder=holder,
-        fence=lease.fence if holder is None or fence is None else fence,
-        detail="its lease lapsed"
-        if holder is None
-        else f"it was superseded by {holder!r} with fence {fence}",
+        fence=fence,
+        detail=f"it was superseded by {holder!r} with fence {fence}",
     )
 
 

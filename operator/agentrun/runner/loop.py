@@ -391,7 +391,8 @@ class AgentRunner:
 
     def _append(self, state: _Run, message: Message) -> None:
         state.messages.append(message)
-        state.history_bytes += len(message.model_dump_json())
+        if self.continuation is not None:  # only a continuation policy reads the size
+            state.history_bytes += len(message.model_dump_json())
 
     @staticmethod
     def _pending(agent: AgentDefinition, call: ToolCall) -> PendingCall:
@@ -489,9 +490,23 @@ class AgentRunner:
                     state.run_id, [(pending.call.id, tool.name)]
                 ) from exc
             raise
-        await self.idempotency.record(
-            state.tenant, state.run_id, key, outcome, holder=state.holder, fence=state.fence
-        )
+        try:
+            await self.idempotency.record(
+                state.tenant, state.run_id, key, outcome, holder=state.holder, fence=state.fence
+            )
+        except BaseException:
+            # The call stays in flight, so a resume refuses it and a person must answer; say
+            # what it returned (masked like a frontier, and cut short), so that they can.
+            redactor = self.checkpoints.redactor
+            shown = outcome if redactor is None else redactor.mask(outcome)
+            logger.error(
+                "tool %s (call %s) of run %s returned, but its outcome could not be recorded: %s",
+                tool.name,
+                pending.call.id,
+                state.run_id,
+                shown[:2000],
+            )
+            raise
         return outcome
 
     @staticmethod

@@ -66,6 +66,8 @@ class Tool:
     requires_approval: bool = False
     version: str = "1"
     arguments: type[BaseModel] = field(init=False, repr=False, compare=False)
+    wants_key: bool = field(init=False, repr=False, compare=False)
+    """Whether ``fn`` takes the idempotency key (``KEY_PARAMETER``); read once, not per call."""
 
     def __post_init__(self) -> None:
         if not inspect.iscoroutinefunction(self.fn):
@@ -78,14 +80,13 @@ class Tool:
                 f"{self.fn.__name__}; name parameters it takes"
             )
         object.__setattr__(self, "arguments", model)
+        object.__setattr__(
+            self, "wants_key", KEY_PARAMETER in inspect.signature(self.fn).parameters
+        )
 
     @property
     def safe_to_repeat(self) -> bool:
         return self.read_only or self.idempotent
-
-    @property
-    def wants_key(self) -> bool:
-        return KEY_PARAMETER in inspect.signature(self.fn).parameters
 
     def schema(self) -> dict[str, JsonValue]:
         """What a provider shows the model: name, description, JSON schema of the arguments."""

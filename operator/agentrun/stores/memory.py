@@ -68,7 +68,6 @@ class MemoryLeaseStore:
         self._fences = fences or FenceBook()
         self._clock = clock
         self._leases: dict[Run, _Lease] = {}
-        self._issued: dict[Run, int] = {}
 
     def _live(self, run: Run) -> _Lease | None:
         lease = self._leases.get(run)
@@ -91,8 +90,8 @@ class MemoryLeaseStore:
             raise RunLeaseError(
                 run_id, tenant, requested_by=holder, holder=live.holder, fence=live.fence
             )
-        fence = max(self._issued.get(run, 0), self._fences.highest(run)) + 1
-        self._issued[run] = fence
+        # Every acquisition is admitted into the book, so its mark is above every fence issued.
+        fence = self._fences.highest(run) + 1
         self._fences.admit(run, fence, "lease acquisition")
         self._leases[run] = _Lease(holder, fence, self._clock() + ttl)
         return self._view(run, self._leases[run])
@@ -102,9 +101,7 @@ class MemoryLeaseStore:
         run = (lease.tenant, lease.run_id)
         live = self._live(run)
         if live is None or live.fence != lease.fence or live.holder != lease.holder:
-            raise renewal_refused(
-                lease, None if live is None else live.holder, None if live is None else live.fence
-            )
+            raise renewal_refused(lease, None if live is None else (live.holder, live.fence))
         live.expires = self._clock() + ttl
         return self._view(run, live)
 

@@ -100,9 +100,7 @@ class PostgresLeaseStore(PostgresStore):
         if row is not None:
             return _lease(lease.tenant, lease.run_id, row)
         live = await self.held(lease.tenant, lease.run_id)
-        raise renewal_refused(
-            lease, None if live is None else live.holder, None if live is None else live.fence
-        )
+        raise renewal_refused(lease, None if live is None else (live.holder, live.fence))
 
     async def release(self, lease: RunLease) -> None:
         await self._db.execute(

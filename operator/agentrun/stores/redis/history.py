@@ -10,7 +10,7 @@ the whole transcript with one ``DEL``.
 from __future__ import annotations
 
 from agentrun.history import handle_for, verified
-from agentrun.stores.redis._shared import DEFAULT_PREFIX, Client, RedisStore, as_bytes, lua
+from agentrun.stores.redis._shared import RedisStore, as_bytes, lua
 
 PUT = lua("""
 local current = refused(KEYS[1], tonumber(ARGV[1]))
@@ -22,9 +22,6 @@ return {'ok'}
 
 class RedisHistoryStore(RedisStore):
     name = "Redis history store"
-
-    def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
-        super().__init__(client, prefix=prefix)
 
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
         handle = handle_for(segment)

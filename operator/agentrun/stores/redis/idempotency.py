@@ -19,8 +19,6 @@ from agentrun._base import FrozenModel
 from agentrun.errors import StaleFenceError
 from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord
 from agentrun.stores.redis._shared import (
-    DEFAULT_PREFIX,
-    Client,
     RedisStore,
     RunKeys,
     UnreadableRecordError,
@@ -153,9 +151,6 @@ def _view(run: RunKeys, key: str, raw: bytes | int, now: bytes | int) -> Idempot
 
 class RedisIdempotencyStore(RedisStore):
     name = "Redis idempotency store"
-
-    def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
-        super().__init__(client, prefix=prefix)
 
     async def begin(
         self,

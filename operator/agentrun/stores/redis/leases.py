@@ -16,8 +16,6 @@ from __future__ import annotations
 from agentrun.errors import RunLeaseError
 from agentrun.leases import RunLease, renewal_refused
 from agentrun.stores.redis._shared import (
-    DEFAULT_PREFIX,
-    Client,
     RedisStore,
     Reply,
     lua,
@@ -96,9 +94,6 @@ def _seconds(micros: bytes | int) -> float:
 class RedisLeaseStore(RedisStore):
     name = "Redis lease store"
 
-    def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
-        super().__init__(client, prefix=prefix)
-
     async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
         micros = ttl_micros(ttl)
         run = self._keys(tenant, run_id)
@@ -128,9 +123,9 @@ class RedisLeaseStore(RedisStore):
             RENEW, "renew a lease", run, [run.lease], [lease.holder, lease.fence, micros]
         )
         if reply[0] == b"lapsed":
-            raise renewal_refused(lease, None, None)
+            raise renewal_refused(lease, None)
         if reply[0] == b"taken":
-            raise renewal_refused(lease, text(reply[1]), int(text(reply[2])))
+            raise renewal_refused(lease, (text(reply[1]), int(text(reply[2]))))
         return lease.model_copy(update={"remaining": _seconds(reply[1])})
 
     async def release(self, lease: RunLease) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from agentrun.errors import BudgetExceededError
 from agentrun.stores.redis._shared import (
-    DEFAULT_PREFIX,
-    Client,
     RedisStore,
     UnreadableRecordError,
     as_bytes,
@@ -34,9 +32,6 @@ return {'ok', redis.call('INCRBY', KEYS[3], ARGV[3])}
 
 class RedisLedger(RedisStore):
     name = "Redis ledger"
-
-    def __init__(self, client: Client, *, prefix: str = DEFAULT_PREFIX) -> None:
-        super().__init__(client, prefix=prefix)
 
     async def charge(
         self,

@@ -73,9 +73,7 @@ class SqliteLeaseStore:
             if renewed is not None:
                 return _lease(tenant, run_id, lease.holder, lease.fence, renewed[0])
             live = first(connection, _LIVE, (tenant, run_id))
-            if live is None:
-                raise renewal_refused(lease, None, None)
-            raise renewal_refused(lease, str(live[0]), int(live[1]))
+            raise renewal_refused(lease, None if live is None else (str(live[0]), int(live[1])))
 
         return await self._database.write(f"renew the lease on run {run_id!r}", work)
 
