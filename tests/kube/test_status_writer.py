@@ -140,3 +140,32 @@ def test_a_holder_superseded_after_its_last_write_is_refused(kube: Kube, api: Co
     assert status["lease"] == {"holder": "replica-b", "fence": 5}
     assert status["iteration"] == 1
     assert status["resumeCount"] == 1
+
+
+def test_a_run_being_deleted_is_not_taken_over(kube: Kube, api: CountingApi) -> None:
+    _create(kube, "leaving")
+    kube.kubectl(
+        "patch",
+        "agentrun",
+        "leaving",
+        "--type=merge",
+        "-p",
+        '{"metadata":{"finalizers":["agentrun.dev/test-hold"]}}',
+    )
+    kube.kubectl("delete", "agentrun", "leaving", "--wait=false")
+    writer = StatusWriter(api, kube.namespace, "leaving")
+    try:
+        with pytest.raises(Superseded, match="being deleted"):
+            asyncio.run(writer.take_over("replica-a", 9, resumed=True))
+        assert writer.fence is None
+    finally:
+        kube.kubectl(
+            "patch",
+            "agentrun",
+            "leaving",
+            "--type=json",
+            "-p",
+            '[{"op":"remove","path":"/metadata/finalizers"}]',
+        )
+    with pytest.raises(Superseded, match="gone"):
+        asyncio.run(writer.take_over("replica-a", 9, resumed=True))

@@ -147,11 +147,13 @@ class StatusWriter:
         fields: dict[str, Any] | None = None,
         conditions: Sequence[ConditionUpdate] = (),
     ) -> None:
-        """Write this holder's fence into the status; ``Superseded`` if a higher one is there."""
+        """Write this holder's fence into the status; ``Superseded`` if a higher one is there,
+        or if the run is gone or being deleted: its store data may already be forgotten, and a
+        holder that went on would start it again from nothing."""
         for _ in range(ATTEMPTS):
             current = await self._read()
-            if current is None:
-                return
+            if current is None or current["metadata"].get("deletionTimestamp"):
+                raise Superseded(f"{self.namespace}/{self.name} is gone or being deleted")
             status = current.get("status") or {}
             written = _fence_of(current)
             if written is not None and written >= fence:

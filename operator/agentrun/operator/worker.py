@@ -155,7 +155,7 @@ class RunWorker:
             if spec.suspend:
                 await self._idle("Suspended", "spec.suspend is true; the run is paused")
                 continue
-            if self._waiting_on_people(spec):
+            if self._waiting_on_people(spec, self._current()):
                 await self._pause()
                 continue
             try:
@@ -172,6 +172,10 @@ class RunWorker:
                 or c.is_terminal((fresh.get("status") or {}).get("conditions") or [])
             ):
                 return
+            # Nor one that this replica has just parked on a person, before the watch shows it.
+            if self._waiting_on_people(spec, fresh.get("status") or {}):
+                await self._pause()
+                continue
             await self._attempt(spec, registered)
 
     async def _idle(self, reason: str, message: str) -> None:
@@ -186,8 +190,8 @@ class RunWorker:
                 )
         await self._pause()
 
-    def _waiting_on_people(self, spec: AgentRunSpec) -> bool:
-        status = self._current()
+    @staticmethod
+    def _waiting_on_people(spec: AgentRunSpec, status: Mapping[str, Any]) -> bool:
         pending = status.get("pendingApproval")
         if pending is not None:
             answered = {a.request_id for a in spec.approvals or ()}
