@@ -233,14 +233,35 @@ class Resumer:
         """
         lease = await self.leases.acquire(tenant, run_id, worker, ttl=self.policy.ttl)
         try:
-            checkpoint = await self.checkpoints.latest(tenant, run_id)
-            if checkpoint is None:
-                raise NothingCheckpointedError(run_id, tenant)
-            messages = await self.checkpoints.transcript(checkpoint, self.history)
-            if before_planning is not None:
-                await before_planning(checkpoint)
-            plan = await plan_resume(checkpoint, self.idempotency)
+            checkpoint, messages, plan = await read_and_plan(
+                self.checkpoints,
+                self.idempotency,
+                tenant,
+                run_id,
+                history=self.history,
+                before_planning=before_planning,
+            )
         except BaseException:
             await self.leases.release(lease)
             raise
         return CarriedRun(checkpoint=checkpoint, messages=messages, plan=plan, lease=lease)
+
+
+async def read_and_plan(
+    checkpoints: Checkpointer,
+    idempotency: IdempotencyStore,
+    tenant: str,
+    run_id: str,
+    *,
+    history: HistoryStore | None = None,
+    before_planning: Callable[[Checkpoint], Awaitable[None]] | None = None,
+) -> tuple[Checkpoint, tuple[Message, ...], ResumePlan]:
+    """The run's frontier, its whole transcript, and the plan for its outstanding calls; for a
+    caller that already keeps other workers away (the lease, or the resume claim)."""
+    checkpoint = await checkpoints.latest(tenant, run_id)
+    if checkpoint is None:
+        raise NothingCheckpointedError(run_id, tenant)
+    messages = await checkpoints.transcript(checkpoint, history)
+    if before_planning is not None:
+        await before_planning(checkpoint)
+    return checkpoint, messages, await plan_resume(checkpoint, idempotency)

@@ -36,7 +36,6 @@ from agentrun.errors import (
     BudgetExceededError,
     ConfigurationError,
     IndeterminateToolCallError,
-    NothingCheckpointedError,
     RevisionMismatchError,
 )
 from agentrun.frontier import Boundary, Checkpoint, PendingApproval, PendingCall
@@ -48,7 +47,7 @@ from agentrun.resume import (
     ResumePlan,
     Resumer,
     claim_resume,
-    plan_resume,
+    read_and_plan,
     refuse_if_undecidable,
     release_resume,
     tracking_key,
@@ -203,13 +202,13 @@ class AgentRunner:
         if self.leases is None:
             claim = await claim_resume(self.idempotency, tenant, run_id, holder=self.holder)
             try:
-                checkpoint = await self.checkpoints.latest(tenant, run_id)
-                if checkpoint is None:
-                    raise NothingCheckpointedError(run_id, tenant)
-                messages = await self.checkpoints.transcript(checkpoint)
-                if before_planning is not None:
-                    await before_planning(checkpoint)
-                plan = await plan_resume(checkpoint, self.idempotency)
+                checkpoint, messages, plan = await read_and_plan(
+                    self.checkpoints,
+                    self.idempotency,
+                    tenant,
+                    run_id,
+                    before_planning=before_planning,
+                )
                 return await self._carry_on(
                     agent, checkpoint, messages, plan, None, deadline, budget_micros, stop
                 )
