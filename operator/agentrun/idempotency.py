@@ -26,7 +26,7 @@ from typing import Protocol
 from pydantic import Field, JsonValue
 
 from agentrun._base import FrozenModel
-from agentrun.errors import ConfigurationError
+from agentrun.errors import ConfigurationError, StaleFenceError
 
 KEY_PREFIX = "idem:v1:"
 MARKER_PREFIX = "mark:v1:"
@@ -56,6 +56,20 @@ class Claim(FrozenModel):
 
     won: bool
     record: IdempotencyRecord
+
+
+def not_holder(
+    tenant: str, run_id: str, what: str, *, holder: str, fence: int, claim_fence: int | None
+) -> StaleFenceError:
+    """What a store raises when ``holder`` (under ``fence``) records or abandons a claim it
+    does not hold: ``claim_fence`` is the fence of the claim the store has (None: no claim)."""
+    return StaleFenceError(
+        run_id,
+        tenant,
+        fence,
+        fence if claim_fence is None else claim_fence,
+        f"{what} by {holder!r}, which does not hold the claim",
+    )
 
 
 class IdempotencyStore(Protocol):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from agentrun.errors import BudgetExceededError, RunLeaseError, StaleFenceError
 from agentrun.history import handle_for, verified
-from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord
+from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
 from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
 
 Run = tuple[str, str]
@@ -186,13 +186,13 @@ class MemoryIdempotencyStore:
             or record.holder != holder
             or record.fence != fence
         ):
-            current = record.fence if record is not None else fence
-            raise StaleFenceError(
-                run_id,
+            raise not_holder(
                 tenant,
-                fence,
-                current,
-                f"{what} by {holder!r}, which does not hold the claim",
+                run_id,
+                what,
+                holder=holder,
+                fence=fence,
+                claim_fence=None if record is None else record.fence,
             )
         return record
 

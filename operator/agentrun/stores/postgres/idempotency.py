@@ -20,8 +20,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from agentrun.errors import StaleFenceError
-from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord
+from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
 from agentrun.leases import require_positive_ttl
 from agentrun.stores.postgres._shared import (
     FENCE_CTE,
@@ -147,12 +146,13 @@ class PostgresIdempotencyStore(PostgresStore):
         admit(tenant, run_id, fence, int(row["current"]), what)
         if not row["changed"]:
             current = row["claim_fence"]
-            raise StaleFenceError(
-                run_id,
+            raise not_holder(
                 tenant,
-                fence,
-                fence if current is None else int(current),
-                f"{what} by {holder!r}, which does not hold the claim",
+                run_id,
+                what,
+                holder=holder,
+                fence=fence,
+                claim_fence=None if current is None else int(current),
             )
 
     async def record(

@@ -16,8 +16,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from agentrun._base import FrozenModel
-from agentrun.errors import StaleFenceError
-from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord
+from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
 from agentrun.stores.redis._shared import (
     RedisStore,
     RunKeys,
@@ -192,12 +191,8 @@ class RedisIdempotencyStore(RedisStore):
         )
         self._admitted(reply, run, fence, what)
         if reply[0] == b"not_holder":
-            raise StaleFenceError(
-                run_id,
-                tenant,
-                fence,
-                int(text(reply[1])),
-                f"{what} by {holder!r}, which does not hold the claim",
+            raise not_holder(
+                tenant, run_id, what, holder=holder, fence=fence, claim_fence=int(text(reply[1]))
             )
 
     async def record(

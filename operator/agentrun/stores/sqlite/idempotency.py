@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from agentrun.errors import StaleFenceError
-from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord
+from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
 from agentrun.leases import require_positive_ttl
 from agentrun.stores.sqlite._database import (
     NOW_US,
@@ -52,12 +51,13 @@ def _own(
     admit(connection, tenant, run_id, fence, what)
     live = first(connection, _LIVE, at)
     if live is None or (live[0], live[1], live[2]) != (ClaimState.IN_FLIGHT, holder, fence):
-        raise StaleFenceError(
-            run_id,
+        raise not_holder(
             tenant,
-            fence,
-            fence if live is None else live[2],
-            f"{what} by {holder!r}, which does not hold the claim",
+            run_id,
+            what,
+            holder=holder,
+            fence=fence,
+            claim_fence=None if live is None else int(live[2]),
         )
 
 
