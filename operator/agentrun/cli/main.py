@@ -25,7 +25,7 @@ from agentrun.leases import LeasePolicy, RunLease, default_holder
 from agentrun.resume import plan_resume
 from agentrun.runner.decisions import decide, resolve
 from agentrun.runner.loop import AgentRunner
-from agentrun.runner.registry import load_agent, registered_agents
+from agentrun.runner.registry import RegisteredAgent, load_agent, registered_agents
 from agentrun.runner.results import RunResult
 from agentrun.stores.backend import Backend, open_backend
 
@@ -64,22 +64,16 @@ async def _announce_lease(lease: RunLease, resumed: bool) -> None:
     _say(f"held with fence {lease.fence} by {lease.holder}")
 
 
-def _runner(args: argparse.Namespace, backend: Backend, agent_name: str) -> AgentRunner:
-    registered = load_agent(agent_name)
-
+def _runner(args: argparse.Namespace, backend: Backend, registered: RegisteredAgent) -> AgentRunner:
     async def progress(
         checkpoint: Checkpoint, receipt: WriteReceipt | None, error: Exception | None
     ) -> None:
         written = f"checkpointed {receipt.size} bytes" if receipt else f"NOT checkpointed: {error}"
         _say(f"  iteration {checkpoint.iteration}  {checkpoint.boundary.value}  {written}")
 
-    return AgentRunner(
-        provider=registered.provider(),
-        idempotency=backend.idempotency,
-        checkpoints=Checkpointer(backend.checkpoints, history=backend.history),
-        leases=backend.leases,
-        ledger=backend.ledger,
-        prices=registered.prices,
+    return AgentRunner.on_backend(
+        backend,
+        registered,
         lease_policy=LeasePolicy(ttl=args.lease_ttl, renew_within=args.lease_ttl / 3),
         holder=args.holder or default_holder(),
         on_boundary=progress,
@@ -94,8 +88,8 @@ async def _run(args: argparse.Namespace, backend: Backend) -> Exit:
         raise ConfigurationError(
             "starting a run needs AGENT and --input TEXT (or --resume RUN_ID to carry one on)"
         )
-    runner = _runner(args, backend, args.agent)
     registered = load_agent(args.agent)
+    runner = _runner(args, backend, registered)
     _say(f"starting {args.agent} as {runner.holder}")
     result = await runner.run(
         registered.definition,
@@ -110,10 +104,10 @@ async def _run(args: argparse.Namespace, backend: Backend) -> Exit:
 async def _resume(args: argparse.Namespace, backend: Backend) -> Exit:
     checkpoint = await _frontier(backend, args.tenant, args.resume)
     _say(describe(checkpoint))
-    runner = _runner(args, backend, checkpoint.agent_name)
-    agent = load_agent(checkpoint.agent_name).definition
+    registered = load_agent(checkpoint.agent_name)
+    runner = _runner(args, backend, registered)
     result = await runner.resume(
-        agent, args.resume, tenant=args.tenant, budget_micros=args.budget_micros
+        registered.definition, args.resume, tenant=args.tenant, budget_micros=args.budget_micros
     )
     return _finish(result)
 

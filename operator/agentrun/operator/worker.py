@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
+from agentrun.checkpointing import CheckpointPolicy, WriteReceipt
 from agentrun.errors import (
     AgentRunError,
     CheckpointFormatError,
@@ -225,16 +225,10 @@ class RunWorker:
             if spec.lease_policy and spec.lease_policy.renew_within_seconds
             else min(config.lease_renew_within, ttl / 3)
         )
-        backend = self.context.backend
-        return AgentRunner(
-            provider=registered.provider(),
-            idempotency=backend.idempotency,
-            checkpoints=Checkpointer(
-                backend.checkpoints, checkpoint_policy, history=backend.history
-            ),
-            leases=backend.leases,
-            ledger=backend.ledger,
-            prices=registered.prices,
+        return AgentRunner.on_backend(
+            self.context.backend,
+            registered,
+            checkpoint_policy=checkpoint_policy,
             lease_policy=LeasePolicy(ttl=ttl, renew_within=renew),
             holder=config.worker_id,
             on_boundary=self._on_boundary,

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from agentrun.checkpointing import Checkpointer, WriteReceipt
+from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
 from agentrun.continuation import ContinuationPolicy, continued
 from agentrun.errors import (
     BudgetExceededError,
@@ -56,8 +56,10 @@ from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.decisions import approval_request_id, decision_for
 from agentrun.runner.pricing import DEFAULT_PRICES, PriceTable
 from agentrun.runner.providers.base import Provider
+from agentrun.runner.registry import RegisteredAgent
 from agentrun.runner.results import RunResult, RunStatus
 from agentrun.runner.tools import Tool, ToolArgumentsError, ToolError
+from agentrun.stores.backend import Backend
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +140,37 @@ class AgentRunner:
         self.on_boundary = on_boundary
         self.on_lease = on_lease
         self.on_result = on_result
+
+    @classmethod
+    def on_backend(
+        cls,
+        backend: Backend,
+        registered: RegisteredAgent,
+        *,
+        lease_policy: LeasePolicy,
+        holder: str,
+        checkpoint_policy: CheckpointPolicy | None = None,
+        on_boundary: BoundaryObserver | None = None,
+        on_lease: Callable[[RunLease, bool], Awaitable[None]] | None = None,
+        on_result: Callable[[RunResult], Awaitable[None]] | None = None,
+    ) -> AgentRunner:
+        """A runner for ``registered`` over all five stores of ``backend``, the transcript out
+        of line in its history store: what the CLI and the operator both run."""
+        return cls(
+            provider=registered.provider(),
+            idempotency=backend.idempotency,
+            checkpoints=Checkpointer(
+                backend.checkpoints, checkpoint_policy, history=backend.history
+            ),
+            leases=backend.leases,
+            ledger=backend.ledger,
+            prices=registered.prices,
+            lease_policy=lease_policy,
+            holder=holder,
+            on_boundary=on_boundary,
+            on_lease=on_lease,
+            on_result=on_result,
+        )
 
     # -- entry points -------------------------------------------------------------------------
 
