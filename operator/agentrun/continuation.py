@@ -74,7 +74,13 @@ class Continuation(FrozenModel):
 
 
 def continued(state: Checkpoint, *, tenant: str, agent_name: str) -> Continuation:
-    """The ``Continuation`` of the run at ``state``, whose transcript must be out of line."""
+    """The ``Continuation`` of the run at ``state``, whose transcript must be out of line and
+    which must have no call outstanding (the new execution would carry it without its result)."""
+    if state.pending:
+        raise ConfigurationError(
+            f"run {state.run_id!r} has calls outstanding at {state.boundary.value}; continue from "
+            "a frontier written after their results"
+        )
     if state.history_handle is None:
         raise ConfigurationError(
             f"run {state.run_id!r} keeps its transcript inline; a continuation carries it as a "

@@ -17,7 +17,7 @@ from agentrun.errors import ConfigurationError
 from agentrun.frontier import Boundary, Checkpoint, PendingApproval
 from agentrun.messages import Usage
 from agentrun.stores.memory import MemoryBackend
-from tests.kit.frontiers import RUN, TENANT, conversation, frontier
+from tests.kit.frontiers import RUN, TENANT, conversation, frontier, pending
 
 APPROVAL = PendingApproval(request_id="req-9", call_id="c1", tool="book_flight")
 
@@ -133,3 +133,14 @@ async def test_a_continuation_that_keeps_its_authority_is_built(backend: MemoryB
     carry = continued(await out_of_line(backend, grant="g"), tenant=TENANT, agent_name="booking")
     again = Continuation(**carry.model_dump())
     assert again == carry
+
+
+def test_a_frontier_with_calls_outstanding_is_not_continued_from() -> None:
+    outstanding = frontier(
+        boundary=Boundary.AFTER_MODEL_CALL,
+        history_handle="sha256:" + "0" * 64,
+        history_length=3,
+        pending=(pending("c1"),),
+    )
+    with pytest.raises(ConfigurationError, match="calls outstanding"):
+        continued(outstanding, tenant=TENANT, agent_name="booking")

@@ -392,8 +392,10 @@ class AgentRunner:
             _refuse_over_budget(state)
             for index, call in enumerate(pending):
                 await self._dispatch(state, call, pending[index:])
-            await self._checkpoint(state, Boundary.AFTER_TOOL_RESULT)
-            if self._continuation_due(state):
+            written = await self._checkpoint(state, Boundary.AFTER_TOOL_RESULT)
+            # Only from this turn's own frontier: if it was not written, the latest one still
+            # has this turn's calls outstanding and would carry them across without results.
+            if written and self._continuation_due(state):
                 latest = await self.checkpoints.latest(state.tenant, state.run_id)
                 if latest is not None and latest.history_handle is not None:
                     carry = continued(latest, tenant=state.tenant, agent_name=state.agent.name)
@@ -557,7 +559,8 @@ class AgentRunner:
         *,
         pending: tuple[PendingCall, ...] = (),
         approval: PendingApproval | None = None,
-    ) -> None:
+    ) -> bool:
+        """Write the frontier (as the policy says); whether it was written."""
         metadata: dict[str, JsonValue] = {}
         if state.budget_micros is not None:
             metadata["budget_micros"] = state.budget_micros
@@ -593,6 +596,7 @@ class AgentRunner:
                 ", ".join(p.call.id for p in pending if not p.safe_to_repeat),
             )
             raise self.checkpoints.last_error
+        return receipt is not None
 
     def _result(self, state: _Run, status: RunStatus, **extra: Any) -> RunResult:
         # Only a finished run has an answer; a reply kept mid-turn is not one.
