@@ -1,26 +1,40 @@
 # Every target that runs something first makes sure it is installed, so `make demo` and
-# `make test` work on a fresh machine. Both scripts are idempotent: after the first run they cost
-# seconds. `kube-tools` builds kube-apiserver (minutes, the first time), which only the tests and
-# the operator benchmark need.
-PYTHON ?= python3
+# `make test` work on a fresh machine. Everything Python runs from the project's own virtualenv
+# (.venv in the checkout, made by hack/install-deps.sh); the system interpreter is never written
+# to. `kube-tools` builds kube-apiserver (minutes, the first time), which only the tests that need
+# a Kubernetes API server and the operator benchmark use.
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
 PYTEST_ARGS ?=
+export VENV
+# The tests and scripts find the project's python and console scripts first on PATH.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: deps kube-tools test lint demo bench bench-operator bench-peers
+.PHONY: deps lock kube-tools test test-fast lint demo bench bench-operator bench-peers
 
 deps:
 	@bash hack/install-deps.sh
 
-kube-tools:
-	@echo "==> Kubernetes test tools (kube-apiserver, helm, hadolint): hack/kube-tools.sh"
+# Regenerates constraints.txt (the lock) from a throwaway virtualenv resolved afresh within the
+# ranges of pyproject.toml.
+lock:
+	@bash hack/lock.sh
+
+kube-tools: deps
 	@bash hack/kube-tools.sh
 
 test: deps kube-tools
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
+# Everything that needs no server, in well under a minute.
+test-fast: deps
+	$(PYTHON) -m pytest -m "not kube and not redis and not postgres and not slow" -q $(PYTEST_ARGS)
+
 lint: deps
 	$(PYTHON) -m ruff check operator tests bench
 	$(PYTHON) -m ruff format --check operator tests bench
 	$(PYTHON) -m mypy
+	$(VENV)/bin/lint-imports
 
 demo: deps
 	bash hack/demo.sh

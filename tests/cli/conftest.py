@@ -1,4 +1,4 @@
-"""Fixtures for the CLI tests: the installed ``agentrun`` console script, run as a subprocess.
+"""Fixtures for the CLI tests: this checkout's CLI (``python -m agentrun.cli``), as a subprocess.
 
 Every test gets its own SQLite state file and its own demo services file (``AGENTRUN_DEMO_DIR``),
 and the same store opened in the test process, to arrange what a command will find (a lease held
@@ -8,7 +8,6 @@ by another worker, a checkpoint from a newer kit) and to read what it left.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -18,18 +17,18 @@ from pathlib import Path
 import pytest
 
 from agentrun.stores.backend import Backend, open_backend
+from tests.support.cli import COMMAND, cli_env
 
 
 @dataclass
 class Cli:
-    executable: str
     store: str
     env: dict[str, str]
     started: list[subprocess.Popen[str]] = field(default_factory=list)
 
     def __call__(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [self.executable, "--store", self.store, *args],
+            [*COMMAND, "--store", self.store, *args],
             capture_output=True,
             text=True,
             env=self.env,
@@ -39,7 +38,7 @@ class Cli:
     def spawn(self, *args: str, **env: str) -> subprocess.Popen[str]:
         """Start ``agentrun`` in the background (killed at the end of the test if still alive)."""
         process = subprocess.Popen(
-            [self.executable, "--store", self.store, *args],
+            [*COMMAND, "--store", self.store, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -63,16 +62,13 @@ def store_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def cli(store_url: str, demo_dir: Path) -> Iterator[Cli]:
-    executable = shutil.which("agentrun")
-    if executable is None:
-        pytest.fail("the agentrun console script is not installed; run `pip install -e .`")
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith("AGENTRUN_") and key != "PYTHONHASHSEED"
     }
     env["AGENTRUN_DEMO_DIR"] = str(demo_dir)
-    runner = Cli(executable, store_url, env)
+    runner = Cli(store_url, cli_env(env))
     try:
         yield runner
     finally:

@@ -96,7 +96,6 @@ async def _answer_as_a_person(store: str, call_id: str, happened: bool) -> None:
         await backend.close()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("target", "point", "undecidable"), CASES, ids=[f"{t}-{p}" for t, p, _ in CASES]
 )

@@ -18,8 +18,6 @@ import pytest
 import yaml
 from tests.support.kube import REPO, Kube, helm_binary
 
-pytestmark = pytest.mark.kube
-
 CHART = REPO / "charts" / "agentrun-operator"
 SERVICE_MONITOR_CRD = Path(__file__).with_name("servicemonitor-crd.yaml")
 

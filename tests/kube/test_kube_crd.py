@@ -20,8 +20,6 @@ from tests.support.kube import REPO, Kube
 
 from agentrun.operator.resource import API_VERSION, KIND, AgentRunSpec, AgentRunStatus
 
-pytestmark = pytest.mark.kube
-
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 Manifest = dict[str, Any]

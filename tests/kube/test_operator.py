@@ -25,8 +25,6 @@ from tests.support.redis_server import RedisServer, redis_server
 
 from agentrun.stores.backend import open_backend
 
-pytestmark = [pytest.mark.kube, pytest.mark.redis, pytest.mark.slow]
-
 
 @pytest.fixture(scope="module")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:

@@ -13,8 +13,6 @@ from agentrun.testing import (
     LedgerConformance,
 )
 
-pytestmark = pytest.mark.postgres
-
 
 class TestPostgresCheckpoints(CheckpointStoreConformance):
     @pytest.fixture

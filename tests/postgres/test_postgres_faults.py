@@ -19,8 +19,6 @@ from agentrun.messages import Message
 from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA, open_backend
 from tests.support.postgres_server import PostgresServer, postgres_server
 
-pytestmark = pytest.mark.postgres
-
 FAIL_FAST_S = 2.0
 """How long a call against a dead server may take to fail."""
 

@@ -20,8 +20,6 @@ from agentrun.messages import Message
 from agentrun.stores.backend import Backend
 from agentrun.stores.postgres import PostgresRefusedError
 
-pytestmark = pytest.mark.postgres
-
 
 @pytest.fixture
 def tenant() -> str:

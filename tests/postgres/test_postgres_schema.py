@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import uuid
 from importlib.resources import files
@@ -21,9 +20,8 @@ from agentrun.stores.postgres import (
     schema_sql,
     verify,
 )
+from tests.support.cli import COMMAND, cli_env
 from tests.support.postgres_server import PostgresServer
-
-pytestmark = pytest.mark.postgres
 
 
 def _renamed() -> PostgresTables:
@@ -145,11 +143,13 @@ async def test_applying_the_ddl_twice_changes_nothing(
 
 
 def test_the_printed_ddl_applies_through_psql_twice(postgres: PostgresServer) -> None:
-    executable = shutil.which("agentrun")
-    if executable is None:
-        pytest.fail("the agentrun console script is not installed; run `pip install -e .`")
     printed = subprocess.run(
-        [executable, "schema", "postgres"], capture_output=True, text=True, timeout=60, check=True
+        [*COMMAND, "schema", "postgres"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=cli_env(),
     ).stdout
     database = f"piped_{uuid.uuid4().hex[:8]}"
     postgres.create_database(database)

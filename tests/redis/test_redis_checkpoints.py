@@ -13,8 +13,6 @@ from agentrun.stores.backend import Backend
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.redis_server import RedisServer
 
-pytestmark = pytest.mark.redis
-
 LARGE = b"L" * (256 * 1024)
 SMALL = b"s" * (16 * 1024)
 KEYS = RunKeys.of("agentrun", "acme", "big")

@@ -17,8 +17,6 @@ from agentrun.testing import (
     LedgerConformance,
 )
 
-pytestmark = pytest.mark.redis
-
 
 class TestRedisCheckpoints(CheckpointStoreConformance):
     @pytest.fixture

@@ -24,8 +24,6 @@ from agentrun.stores.redis import SOCKET_TIMEOUT_S, UnreadableRecordError
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.redis_server import RedisServer
 
-pytestmark = pytest.mark.redis
-
 LEASE = RunLease(tenant="acme", run_id="run-1", holder="w", fence=7, remaining=30)
 Operation = Callable[[Backend], Awaitable[object]]
 OPERATIONS: dict[str, Operation] = {

@@ -14,8 +14,6 @@ from agentrun.stores.backend import Backend
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.redis_server import RedisServer
 
-pytestmark = pytest.mark.redis
-
 
 async def _server_micros(server: RedisServer) -> int:
     async with Redis(host="127.0.0.1", port=server.port) as client:

@@ -17,8 +17,6 @@ from agentrun.stores.redis._shared import RunKeys
 from agentrun.testing import HOSTILE_IDS
 from tests.support.redis_server import RedisClusterServers, RedisServer
 
-pytestmark = pytest.mark.redis
-
 KINDS = ("fence", "checkpoint", "lease", "claims", "history", "charges", "spent")
 
 
