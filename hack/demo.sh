@@ -7,14 +7,33 @@
 # with `agentrun resolve`, and the run finishes without texting twice.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# the project's own virtualenv (made by `make deps`), so `agentrun` and `python3` are the checkout's
+export PATH="$PWD/${VENV:-.venv}/bin:$PATH"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentrun-demo.XXXXXX")
 export AGENTRUN_STORE="sqlite:///$work/state.db"
 export AGENTRUN_DEMO_LINGER_SECONDS=60
 TTL=4
-bold=$(tput bold 2>/dev/null || true); plain=$(tput sgr0 2>/dev/null || true)
+bold=""; plain=""
+if [ -t 1 ]; then # bold only on a terminal: a file or a pipe gets plain text
+  bold=$(tput bold 2>/dev/null || true); plain=$(tput sgr0 2>/dev/null || true)
+fi
 step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
-show() { printf '$ %s\n' "$*"; "$@"; local rc=$?; printf '(exit %d)\n' "$rc"; return $rc; }
+# Echoes the command so it can be pasted back (quoted where a word needs it), runs it, shows rc.
+show() {
+  local word line="\$"
+  for word in "$@"; do
+    case $word in
+      *[!A-Za-z0-9_./:=@,+-]* | "") line+=" '${word//\'/\'\\\'\'}'" ;;
+      *) line+=" $word" ;;
+    esac
+  done
+  printf '%s\n' "$line"
+  "$@"
+  local rc=$?
+  printf '(exit %d)\n' "$rc"
+  return $rc
+}
 fail() { printf '\nDEMO FAILED: %s\n' "$*" >&2; exit 1; }
 services() { python3 -m agentrun.demo "$1"; }
 
@@ -47,6 +66,11 @@ step "Scenario 1: a worker is killed right after it booked a seat"
 export AGENTRUN_DEMO_DIR="$work/scenario-1"
 start_and_kill run_1 book count-bookings
 step "What the frontier says (agentrun inspect takes no lease)"
+cat <<'TXT'
+The frontier is the run's last checkpoint: the conversation so far and the calls it has yet to
+decide. "micros" are the run's cost in millionths of the price table's currency unit; "fence" is
+the number of the lease its holder writes under (every takeover gets a higher one).
+TXT
 show agentrun inspect run_1 --tenant acme
 step "Resuming at once: the dead worker's lease has not lapsed yet"
 show agentrun run --resume run_1 --tenant acme --holder worker-run_1-b
@@ -75,6 +99,11 @@ call=$(agentrun inspect run_2 --tenant acme --json | python3 -c \
 show agentrun resolve run_2 --tenant acme --call "$call" --ran --result "message 1 sent" --by on-call \
   || fail "resolve failed"
 step "Carrying the run on"
+cat <<'TXT'
+The fence is now 4: the refused resume took the lease with fence 2 and released it, and
+`agentrun resolve` took it with fence 3 while it wrote the answer, so no worker could be
+dispatching the call meanwhile.
+TXT
 show agentrun run --resume run_2 --tenant acme --holder worker-run_2-b || fail "resume failed"
 services all
 [ "$(services count-messages)" = "1" ] || fail "the passenger was texted twice"
