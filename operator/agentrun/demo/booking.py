@@ -5,6 +5,10 @@ on it, so it is safe to repeat. ``notify_passenger`` has no key and the gateway 
 deduplicate: if a run dies while it is in flight, nobody can say whether the text went out, and
 the kit refuses to guess.
 
+``booking-approved`` is the same agent whose text waits for a person's approval: it stops at
+``before_approval`` until someone decides (``agentrun approve`` or an AgentRun's
+``spec.approvals``), which is what the approval examples and the runbook show.
+
 ``AGENTRUN_DEMO_LINGER`` (``book`` or ``notify``) makes that tool wait after it acted, standing
 in for a slow confirmation, so the demo can kill the worker at exactly that moment.
 """
@@ -12,6 +16,7 @@ in for a slow confirmation, so the demo can kill the worker at exactly that mome
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 
 from pydantic import JsonValue
@@ -92,3 +97,16 @@ SCRIPT: tuple[dict[str, JsonValue], ...] = (
 )
 
 booking_agent = RegisteredAgent(definition=BOOKING, provider=lambda: ScriptedProvider(SCRIPT))
+
+BOOKING_APPROVED = dataclasses.replace(
+    BOOKING,
+    name="booking-approved",
+    tools=(
+        search_flights,
+        book_flight,
+        dataclasses.replace(notify_passenger, requires_approval=True),
+    ),
+)
+approved_booking_agent = RegisteredAgent(
+    definition=BOOKING_APPROVED, provider=lambda: ScriptedProvider(SCRIPT)
+)
