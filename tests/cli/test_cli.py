@@ -11,11 +11,12 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
 from agentrun.demo import services
-from agentrun.demo.booking import BOOKING
+from agentrun.demo.booking import BOOKING, BOOKING_APPROVED
 from agentrun.frontier import (
     Boundary,
     Checkpoint,
@@ -102,7 +103,7 @@ def test_run_inspect_and_resume_a_finished_run(cli: Cli) -> None:
     assert len(services.messages()) == 1
 
 
-def test_an_unknown_run_exits_1(cli: Cli) -> None:
+def test_an_unknown_run_exits_1(cli: Cli, backend: Backend) -> None:
     for args in (
         ("inspect", "nope", "--tenant", "t"),
         ("run", "--resume", "nope", "--tenant", "t"),
@@ -150,11 +151,52 @@ def test_ran_without_result_exits_2_for_an_existing_run(cli: Cli) -> None:
     assert "--result" in answer.stderr
 
 
-def test_starting_an_existing_run_id_again_exits_2(cli: Cli) -> None:
+async def test_starting_an_existing_run_id_again_exits_2_without_taking_its_lease(
+    cli: Cli, backend: Backend
+) -> None:
     _start(cli)
+    fence = (await backend.leases.acquire("t", "r", "probe", ttl=5)).fence
+    await backend.leases.release(await backend.leases.acquire("t", "r", "probe", ttl=5))
     again = cli("run", "booking", "--input", "again", "--tenant", "t", "--run-id", "r")
     assert again.returncode == 2
     assert "already has a checkpoint" in again.stderr
+    assert "held with fence" not in again.stdout
+    assert (await backend.leases.acquire("t", "r", "probe", ttl=5)).fence == fence + 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("inspect", "r", "--tenant", "t"),
+        ("run", "--resume", "r", "--tenant", "t"),
+        ("approve", "r", "--tenant", "t", "--request", "apr-1"),
+        ("resolve", "r", "--tenant", "t", "--call", "c", "--did-not-run"),
+    ],
+    ids=["inspect", "resume", "approve", "resolve"],
+)
+def test_a_store_url_naming_no_file_is_refused_and_nothing_is_created(
+    cli: Cli, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    typo = tmp_path / "typo" / "dir" / "state.db"
+    answer = cli("--store", f"sqlite:///{typo}", *args)
+    assert answer.returncode == 2, (answer.stdout, answer.stderr)
+    assert f"there is no SQLite store at {typo} (the file does not exist)" in answer.stderr
+    assert not (tmp_path / "typo").exists()
+
+
+def test_a_kubectl_failure_is_one_line_naming_the_reason(cli: Cli, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\n"
+    )
+    cli.env["KUBECONFIG"] = str(kubeconfig)
+    answer = cli("approve", "r", "--kube", "--request", "apr-1")
+    assert answer.returncode == 5, (answer.stdout, answer.stderr)
+    lines = answer.stderr.strip().splitlines()
+    assert len(lines) == 1, answer.stderr
+    assert "connection to the server 127.0.0.1:9 was refused" in lines[0]
 
 
 async def test_a_run_held_by_another_worker_exits_3_naming_it(cli: Cli, backend: Backend) -> None:
@@ -305,9 +347,10 @@ def test_schema_and_agents(cli: Cli) -> None:
     assert "CREATE TABLE" in ddl.stdout
     agents = cli("agents")
     assert agents.returncode == 0
+    tools = "tools: search_flights, book_flight, notify_passenger"
     assert agents.stdout.splitlines() == [
-        f"booking  {BOOKING.revision}  model scripted  "
-        "tools: search_flights, book_flight, notify_passenger"
+        f"booking  {BOOKING.revision}  model scripted  {tools}",
+        f"booking-approved  {BOOKING_APPROVED.revision}  model scripted  {tools}",
     ]
 
 

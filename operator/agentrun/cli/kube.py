@@ -29,7 +29,10 @@ def _kubectl(namespace: str | None, *args: str, stdin: str | None = None) -> str
     argv = [binary, *(["--namespace", namespace] if namespace else []), *args]
     done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise KubectlError(f"{' '.join(argv[1:])} failed: {done.stderr.strip()}")
+        # kubectl's own last line is the reason ("Error from server (NotFound): ..."); the
+        # lines before it are warnings and retries nobody needs to read here.
+        lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+        raise KubectlError(f"kubectl {' '.join(argv[1:])} failed: {lines[-1]}")
     return done.stdout
 
 

@@ -318,7 +318,9 @@ def _in_cluster(args: argparse.Namespace) -> Exit:
 
 
 async def _dispatch(args: argparse.Namespace) -> Exit:
-    async with await open_backend(args.store) as backend:
+    # Only a new run may create a store; every other command reads or answers for existing runs.
+    creates = args.command == "run" and not args.resume
+    async with await open_backend(args.store, create=creates) as backend:
         return await COMMANDS[args.command](args, backend)
 
 

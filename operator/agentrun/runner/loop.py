@@ -174,6 +174,13 @@ class AgentRunner:
 
     # -- entry points -------------------------------------------------------------------------
 
+    async def _refuse_existing(self, tenant: str, run_id: str) -> None:
+        if await self.checkpoints.store.latest(tenant, run_id) is not None:
+            raise ConfigurationError(
+                f"run {run_id!r} of tenant {tenant!r} already has a checkpoint; resume it "
+                "or pick another run id"
+            )
+
     async def run(
         self,
         agent: AgentDefinition,
@@ -194,12 +201,11 @@ class AgentRunner:
         stops there (status ``interrupted``), at a point a resume carries on from cleanly.
         """
         run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
+        # Asked before the lease too, so an existing run is refused without taking (and
+        # bumping the fence of) its lease; asked again under it, where the answer holds.
+        await self._refuse_existing(tenant, run_id)
         async with self._held(tenant, run_id) as lease:
-            if await self.checkpoints.store.latest(tenant, run_id) is not None:
-                raise ConfigurationError(
-                    f"run {run_id!r} of tenant {tenant!r} already has a checkpoint; resume it "
-                    "(`agentrun run --resume`) or pick another run id"
-                )
+            await self._refuse_existing(tenant, run_id)
             state = _Run(
                 agent=agent,
                 tenant=tenant,

@@ -45,9 +45,13 @@ class Backend:
 SCHEMES = ("memory", "sqlite", "redis", "rediss", "postgresql", "postgres")
 
 
-async def open_backend(url: str) -> Backend:
+async def open_backend(url: str, *, create: bool = True) -> Backend:
     """Open the stores ``url`` names: ``memory://``, ``sqlite:///path/state.db``,
-    ``redis://host:port/db``, ``postgresql://user@host:port/db``."""
+    ``redis://host:port/db``, ``postgresql://user@host:port/db``.
+
+    ``create=False`` is for commands that only read or answer for existing runs: an embedded
+    store (SQLite) that does not exist is refused rather than created, so a typo in the URL is
+    an error, not an empty store that says "nothing checkpointed". Servers are never created."""
     scheme = urlsplit(url).scheme
     if scheme == "memory":
         from agentrun.stores.memory import MemoryBackend
@@ -64,7 +68,7 @@ async def open_backend(url: str) -> Backend:
     if scheme == "sqlite":
         from agentrun.stores import sqlite
 
-        return await sqlite.open_backend(url)
+        return await sqlite.open_backend(url, create=create)
     if scheme in ("redis", "rediss"):
         from agentrun.stores import redis
 

@@ -30,11 +30,12 @@ __all__ = [
 ]
 
 
-async def open_backend(url: str) -> Backend:
+async def open_backend(url: str, *, create: bool = True) -> Backend:
     """The five SQLite stores over the file ``url`` names (``sqlite:///relative/path.db`` or
-    ``sqlite:////absolute/path.db``, optionally ``?busy_timeout=MS``)."""
+    ``sqlite:////absolute/path.db``, optionally ``?busy_timeout=MS``); with ``create=False`` a
+    file that does not exist is refused instead of made (and its folder with it)."""
     path, busy_timeout_ms = parse_url(url)
-    database = await Database.open(path, busy_timeout_ms)
+    database = await Database.open(path, busy_timeout_ms, create)
     try:
         await database.write("apply its schema", lambda connection: install(connection, path))
     except BaseException:

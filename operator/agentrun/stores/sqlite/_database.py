@@ -152,11 +152,16 @@ def transaction(connection: sqlite3.Connection, work: Work[T]) -> T:
     return result
 
 
-def _connect(path: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+def _connect(path: Path, busy_timeout_ms: int, create: bool) -> sqlite3.Connection:
     if sqlite3.sqlite_version_info < MINIMUM_SQLITE:
         raise ConfigurationError(
             f"the SQLite store needs SQLite {'.'.join(map(str, MINIMUM_SQLITE))} or newer "
             f"(STRICT tables, RETURNING); this Python is linked with {sqlite3.sqlite_version}"
+        )
+    if not create and not path.is_file():
+        raise ConfigurationError(
+            f"there is no SQLite store at {path} (the file does not exist); check the store URL. "
+            "Only a new run creates a store"
         )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -200,14 +205,14 @@ class Database:
         self._name = f"the SQLite store {path}"
 
     @classmethod
-    async def open(cls, path: Path, busy_timeout_ms: int) -> Database:
+    async def open(cls, path: Path, busy_timeout_ms: int, create: bool = True) -> Database:
         executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentrun-sqlite")
         try:
             connection = await cls._run(
                 executor,
                 f"the SQLite store {path}",
                 "open the file",
-                lambda: _connect(path, busy_timeout_ms),
+                lambda: _connect(path, busy_timeout_ms, create),
             )
         except BaseException:
             executor.shutdown(wait=False)
