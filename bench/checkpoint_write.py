@@ -30,7 +30,8 @@ tables with the defaults (TOAST compresses large values with ``pglz``).
 
 **Out of line**: a 200-turn conversation written with a ``HistoryStore``, one new turn per
 boundary. Every byte handed to either store is counted, to show that the total grows with the
-transcript (DESIGN §3) and not with its square, as the same run written inline would.
+transcript and not with its square, as the same run written inline would (see
+docs/architecture.md#where-we-go-beyond-the-reference-contract).
 
 Medians and p99 (nearest rank, so with fewer than 100 samples the p99 is the largest) are in
 milliseconds. The PostgreSQL test server runs with ``fsync=off`` (see ``tests/support``), so its

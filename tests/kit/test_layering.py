@@ -1,4 +1,4 @@
-"""The kit core is layered (DESIGN §2) and imports without the operator's dependencies.
+"""The kit core is layered (docs/architecture.md#layers) and imports without the operator's deps.
 
 Each core module may import only modules of its own layer or a lower one, and never the layers
 built on top of the core (stores, runner, operator, cli). The kit must import with kopf and the

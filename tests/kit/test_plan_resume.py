@@ -1,4 +1,4 @@
-"""plan_resume: one test per row of the spec's disposition table, and the claim on resuming.
+"""plan_resume: one test per row of the disposition table in docs/contract.md, and the resume claim.
 
 The records are written through the real memory idempotency store, exactly as a dispatching
 worker writes them: ``begin`` before the tool is handed the call, ``record`` after it answered.

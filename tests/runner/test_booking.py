@@ -1,8 +1,9 @@
 """The booking demo agent end to end, and what the frontier holds at each of the three boundaries.
 
-DESIGN §3: ``after_model_call`` holds the model's reply and the calls it asked for, none of them
-dispatched; ``after_tool_result`` holds every result of the turn and nothing pending; usage, cost,
-iteration and the history handle are filled in. The stand-in airline and SMS gateway say whether a
+As docs/contract.md#checkpoints-are-written-only-at-three-boundaries says: ``after_model_call``
+holds the model's reply and the calls it asked for, none of them dispatched; ``after_tool_result``
+holds every result of the turn and nothing pending; usage, cost, iteration and the history handle
+are filled in. The stand-in airline and SMS gateway say whether a
 call had been dispatched when the checkpoint was taken.
 """
 

@@ -1,4 +1,4 @@
-"""How the CLI shows a frontier, a plan and a result; ``describe`` is the spec's three lines."""
+"""How the CLI shows a frontier, a plan and a result; ``describe`` gives the first three lines."""
 
 from __future__ import annotations
 
