@@ -72,8 +72,14 @@ def test_helm_lint_strict(kube: Kube, helm: str, values: list[str]) -> None:
     assert "0 chart(s) failed" in result.stdout
 
 
+USER_ROLES = ("agentrun-view", "agentrun-edit", "agentrun-approve")
+SECOND_RELEASE = "accessControl.decisionPolicy=false,accessControl.userRoles=false"
+"""What a release installed beside another must set: the session's cluster already holds the
+chart's cluster-wide access control (tests/kube/conftest.py), as a cluster with one release does."""
+
 COMBINATIONS = {
     "default": [],
+    "second-release": ["--set", SECOND_RELEASE],
     "store-url": ["--set", "store.url=postgresql://agentrun@db:5432/agentrun"],
     "redis": ["--set", "redis.enabled=true"],
     "namespaced": ["--set", "rbac.clusterWide=false"],
@@ -104,6 +110,27 @@ def test_rendered_chart_passes_server_side_dry_run(
     )
     applied = [line for line in result.stdout.splitlines() if line.endswith("(server dry run)")]
     assert len(applied) == len(manifests), result.stdout
+
+
+def test_access_control_is_on_by_default_and_off_for_a_second_release(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    def access(manifests: list[Manifest]) -> list[str]:
+        return sorted(
+            f"{m['kind']}/{m['metadata']['name']}"
+            for m in manifests
+            if m["kind"].startswith("ValidatingAdmissionPolicy")
+            or m["metadata"]["name"] in USER_ROLES
+        )
+
+    assert access(render(kube, helm, kube_version)) == [
+        "ClusterRole/agentrun-approve",
+        "ClusterRole/agentrun-edit",
+        "ClusterRole/agentrun-view",
+        "ValidatingAdmissionPolicy/agentrun-decisions",
+        "ValidatingAdmissionPolicyBinding/agentrun-decisions",
+    ]
+    assert access(render(kube, helm, kube_version, "--set", SECOND_RELEASE)) == []
 
 
 def test_default_deployment_is_non_root_read_only_and_probed(
@@ -150,7 +177,9 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
     assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(
         [kube.namespace, other_namespace]
     )
-    (cluster_role,) = by_kind(manifests, "ClusterRole")
+    (cluster_role,) = (
+        r for r in by_kind(manifests, "ClusterRole") if r["metadata"]["name"] not in USER_ROLES
+    )
     assert cluster_role["rules"] == [
         {
             "apiGroups": [""],
@@ -169,8 +198,10 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         ({"resources": {"limits": {"cpus": "1"}}}, "Additional property cpus is not allowed"),
         ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
         ({"store": {"url": "mysql://db/agentrun"}}, "store.url"),
+        ({"accessControl": {"decisionPolicies": False}}, "Additional property decisionPolicies"),
+        ({"accessControl": {"userRoles": "no"}}, "accessControl.userRoles"),
     ],
-    ids=["top-level", "nested", "resources", "enum", "store-scheme"],
+    ids=["top-level", "nested", "resources", "enum", "store-scheme", "access", "access-type"],
 )
 def test_values_with_a_typo_are_rejected_by_the_schema(
     kube: Kube, helm: str, kube_version: str, tmp_path: Path, values: Manifest, message: str
@@ -230,7 +261,9 @@ def can_i(kube: Kube, service_account: str, verb: str, resource: str, namespace:
 def test_helm_install_creates_the_objects_with_least_privilege(
     kube: Kube, helm: str, other_namespace: str
 ) -> None:
-    result = kube.helm(helm, "install", "agentrun", str(CHART), "--set", "redis.enabled=true")
+    result = kube.helm(
+        helm, "install", "agentrun", str(CHART), "--set", f"redis.enabled=true,{SECOND_RELEASE}"
+    )
     assert "kubectl get agentruns -w" in result.stdout
     assert "kubectl describe agentrun booking" in result.stdout
 
@@ -277,7 +310,7 @@ def test_namespaced_helm_install_grants_nothing_outside_its_namespace(
 ) -> None:
     kube.helm(
         helm, "install", "scoped", str(CHART),
-        "--set", "rbac.clusterWide=false,store.url=redis://redis:6379/0",
+        "--set", f"rbac.clusterWide=false,store.url=redis://redis:6379/0,{SECOND_RELEASE}",
     )  # fmt: skip
     sa = "scoped-agentrun-operator"
     assert can_i(kube, sa, "watch", "agentruns.agentrun.dev", kube.namespace)

@@ -11,7 +11,6 @@ import asyncio
 import json
 import signal
 import sqlite3
-import subprocess
 import textwrap
 import time
 from collections.abc import Iterator
@@ -86,20 +85,6 @@ def _apply(kube: Kube, name: str, agent: str, *, extra: str = "", ttl: int = 5) 
         + extra
     )
     kube.kubectl("apply", "-f", "-", stdin=manifest)
-
-
-def _agentrun_cli(kube: Kube, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        ["agentrun", *args],
-        capture_output=True,
-        text=True,
-        env=kube.control_plane.env(),
-        timeout=60,
-        check=False,
-    )
-    if check:
-        assert done.returncode == 0, done.stderr
-    return done
 
 
 def _get(kube: Kube, name: str) -> dict[str, Any]:
@@ -250,7 +235,8 @@ def test_approvals_are_given_through_the_spec(
             ]
         }
     }
-    kube.kubectl("patch", "agentrun", name, "--type=merge", "-p", json.dumps(patch))
+    alice = kube.grant("alice", "agentrun-approve")
+    alice.kubectl("patch", "agentrun", name, "--type=merge", "-p", json.dumps(patch))
     wait_for(
         f"{name} to end", lambda: _is(kube, name, "Succeeded", status, reason), 60, operators.logs
     )
@@ -287,19 +273,24 @@ def test_an_sms_in_flight_at_the_kill_is_indeterminate_until_a_person_answers(
     assert _is(kube, "texted", "Succeeded", "Unknown", "Indeterminate")
     time.sleep(2)
     assert _count(effects, "sms") == 1, "an undecidable call must never be retried"
-    patch = {
-        "spec": {
-            "resolutions": [
-                {"callId": call["callId"], "outcome": "ran", "result": "sent", "by": "on-call"}
-            ]
-        }
-    }
-    kube.kubectl("patch", "agentrun", "texted", "--type=merge", "-p", json.dumps(patch))
+    on_call = kube.grant("on-call", "agentrun-approve")
+    answered = on_call.agentrun(
+        "resolve", "texted", "--kube", "--call", call["callId"], "--ran", "--result", "sent"
+    )
+    assert answered.returncode == 0, answered.stderr
+    assert "(by on-call)" in answered.stdout
     wait_for(
         "texted to succeed", lambda: _is(kube, "texted", "Succeeded", "True"), 60, operators.logs
     )
     assert _count(effects, "sms") == 1
     assert _is(kube, "texted", "Indeterminate", "False")
+    [resolution] = _get(kube, "texted")["spec"]["resolutions"]
+    assert resolution == {
+        "callId": call["callId"],
+        "outcome": "ran",
+        "result": "sent",
+        "by": "on-call",
+    }
 
 
 def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
