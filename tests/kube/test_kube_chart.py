@@ -9,6 +9,7 @@ checked by asking the API server what the operator's service account may do.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,9 @@ from typing import Any
 import pytest
 import yaml
 from tests.support.kube import REPO, Kube, helm_binary
+from tests.support.redis_server import RedisServer
+
+from agentrun.stores.backend import open_backend
 
 CHART = REPO / "charts" / "agentrun-operator"
 SERVICE_MONITOR_CRD = Path(__file__).with_name("servicemonitor-crd.yaml")
@@ -199,9 +203,21 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
         ({"store": {"url": "mysql://db/agentrun"}}, "store.url"),
         ({"accessControl": {"decisionPolicies": False}}, "Additional property decisionPolicies"),
+        ({"redis": {"persistence": {"enabeld": False}}}, "Additional property enabeld"),
+        ({"redis": {"persistence": {"acknowledgeDataLoss": "yes"}}}, "acknowledgeDataLoss"),
         ({"accessControl": {"userRoles": "no"}}, "accessControl.userRoles"),
     ],
-    ids=["top-level", "nested", "resources", "enum", "store-scheme", "access", "access-type"],
+    ids=[
+        "top-level",
+        "nested",
+        "resources",
+        "enum",
+        "store-scheme",
+        "access",
+        "access-type",
+        "persistence",
+        "data-loss-words",
+    ],
 )
 def test_values_with_a_typo_are_rejected_by_the_schema(
     kube: Kube, helm: str, kube_version: str, tmp_path: Path, values: Manifest, message: str
@@ -224,6 +240,70 @@ def test_conflicting_store_settings_are_refused(kube: Kube, helm: str, kube_vers
     )  # fmt: skip
     assert result.returncode != 0
     assert "set either store.url or redis.enabled, not both" in result.stderr
+
+
+def _bundled_redis(manifests: list[Manifest]) -> tuple[Manifest, list[str]]:
+    """The chart's Redis Deployment, and the arguments its container runs redis-server with."""
+    (deployment,) = (
+        m for m in by_kind(manifests, "Deployment") if m["metadata"]["name"].endswith("-redis")
+    )
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return deployment, [str(arg) for arg in container["args"]]
+
+
+def test_the_bundled_redis_keeps_every_write_across_a_kill(
+    kube: Kube, helm: str, kube_version: str, tmp_path: Path
+) -> None:
+    """The chart's own arguments, run by a real redis-server: SIGKILL it, start it again on the
+    same folder, and what was written is there; and the stores accept it (noeviction)."""
+    manifests = render(kube, helm, kube_version, "--set", "redis.enabled=true")
+    deployment, args = _bundled_redis(manifests)
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    (claim,) = by_kind(manifests, "PersistentVolumeClaim")
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert volumes == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+    ]
+    assert args[:2] == ["--dir", "/data"]
+    server = RedisServer(tmp_path / "data", extra=tuple(args[2:])).start()
+    try:
+        assert server.cli("config", "get", "appendfsync").split() == ["appendfsync", "always"]
+        server.cli("set", "agentrun:{t:r}:fence", "7")
+        server.process.kill()  # type: ignore[union-attr]
+        server.process.wait()  # type: ignore[union-attr]
+        server.process = None
+        server.start()
+        assert server.cli("get", "agentrun:{t:r}:fence").strip() == "7"
+
+        async def opens() -> None:
+            async with await open_backend(server.url):
+                pass
+
+        asyncio.run(opens())
+    finally:
+        server.stop()
+
+
+def test_the_bundled_redis_without_persistence_needs_the_words(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    without = "redis.enabled=true,redis.persistence.enabled=false"
+    refused = kube.helm(
+        helm, "template", "agentrun", str(CHART), "--kube-version", kube_version,
+        "--set", without, check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "redis.persistence.enabled=false: the chart's Redis would forget" in refused.stderr
+    assert 'acknowledgeDataLoss="demo only, data loss accepted"' in refused.stderr
+    manifests = render(
+        kube, helm, kube_version, "--set", without,
+        "--set-string", "redis.persistence.acknowledgeDataLoss=demo only\\, data loss accepted",
+    )  # fmt: skip
+    _, args = _bundled_redis(manifests)
+    assert by_kind(manifests, "PersistentVolumeClaim") == []
+    assert args[args.index("--appendonly") + 1] == "no"
+    assert args[args.index("--maxmemory-policy") + 1] == "noeviction"
 
 
 def _walk_objects(schema: Manifest, path: str) -> Iterator[tuple[str, Manifest]]:
@@ -268,7 +348,7 @@ def test_helm_install_creates_the_objects_with_least_privilege(
     assert "kubectl describe agentrun booking" in result.stdout
 
     listed = kube.kubectl(
-        "get", "deployments,services,serviceaccounts,secrets",
+        "get", "deployments,services,serviceaccounts,secrets,persistentvolumeclaims",
         "-l", "app.kubernetes.io/instance=agentrun", "-o", "json",
     )  # fmt: skip
     objects = json.loads(listed.stdout)["items"]
@@ -276,6 +356,7 @@ def test_helm_install_creates_the_objects_with_least_privilege(
     assert names == [
         "Deployment/agentrun-agentrun-operator",
         "Deployment/agentrun-agentrun-operator-redis",
+        "PersistentVolumeClaim/agentrun-agentrun-operator-redis",
         "Secret/agentrun-agentrun-operator-store",
         "Service/agentrun-agentrun-operator-metrics",
         "Service/agentrun-agentrun-operator-redis",

@@ -241,7 +241,7 @@ SHOWN = f"""\
     reason: order checked
     requestId: {REQUEST}
 """
-"""What ``kubectl get agentrun -o yaml`` shows of the approval; docs/kubernetes.md shows the same."""
+"""What ``kubectl get agentrun -o yaml`` shows of the approval; docs/kubernetes.md the same."""
 
 
 def test_docs_show_what_kubectl_shows(kube: Kube, alice: Kube, mallory: Kube) -> None:
@@ -263,4 +263,5 @@ def test_docs_show_what_kubectl_shows(kube: Kube, alice: Kube, mallory: Kube) ->
     shown = kube.kubectl("get", "agentrun", "refund-42", "-o", "yaml").stdout
     assert SHOWN in shown, shown
     for sample in (SHOWN, done.stdout, spoofed, dropped):
-        assert sample.strip() and sample.strip() in DOCS, sample
+        assert sample.strip(), sample
+        assert sample.strip() in DOCS, sample
