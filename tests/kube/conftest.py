@@ -25,7 +25,8 @@ from tests.support.kube import (
     kubectl_binary,
     start_control_plane,
 )
-from tests.support.operator import wait_for
+from tests.support.operator import Operators, wait_for
+from tests.support.redis_server import RedisServer, redis_server
 
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
 CHART = REPO / "charts" / "agentrun-operator"
@@ -81,3 +82,39 @@ def kube(cluster: Kube, request: pytest.FixtureRequest) -> Kube:
     name = f"{stem.strip('-')[:40]}-{secrets.token_hex(3)}"
     cluster.kubectl("create", "namespace", name)
     return Kube(cluster.control_plane, name, cluster.kubectl_bin)
+
+
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """The operator tests' store: one Redis per test module."""
+    with redis_server(tmp_path_factory.mktemp("operator-redis")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def effects(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The SQLite file ``tests.kube.operator_agents`` records every side effect in."""
+    return tmp_path_factory.mktemp("effects") / "effects.db"
+
+
+@pytest.fixture(scope="module")
+def operators(
+    kube: Kube, redis: RedisServer, effects: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operators]:
+    """Two operator replicas on this module's namespace and Redis."""
+    pool = Operators(
+        kube.control_plane,
+        kube.namespace,
+        redis.url,
+        tmp_path_factory.mktemp("operators"),
+        env={
+            "AGENTRUN_AGENT_MODULES": "tests.kube.operator_agents",
+            "AGENTRUN_TEST_EFFECTS": str(effects),
+        },
+    )
+    pool.start("replica-a")
+    pool.start("replica-b")
+    try:
+        yield pool
+    finally:
+        pool.stop_all()
