@@ -346,6 +346,10 @@ def test_helm_install_creates_the_objects_with_least_privilege(
     )
     assert "kubectl get agentruns -w" in result.stdout
     assert "kubectl describe agentrun booking" in result.stdout
+    assert "append-only file on PersistentVolumeClaim agentrun-agentrun-operator-redis" in (
+        result.stdout.replace("\n", " ")
+    )
+    assert "--clusterrole=agentrun-approve" in result.stdout
 
     listed = kube.kubectl(
         "get", "deployments,services,serviceaccounts,secrets,persistentvolumeclaims",
