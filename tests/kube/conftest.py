@@ -1,21 +1,37 @@
 """Fixtures for the tests that need a real API server.
 
 The control plane starts once per pytest session (a start costs seconds; a module costs less) and
-the AgentRun CRD is installed on it once. Each test module gets a fresh namespace so that the
-objects one module creates never change what another one sees.
+the AgentRun CRD is installed on it once, with what the chart installs cluster-wide beside it:
+the admission policy that makes approvals and resolutions name their real author, and the
+ClusterRoles people are granted. Every test so runs against a cluster configured as the chart
+leaves one. Each test module gets a fresh namespace so that the objects one module creates never
+change what another one sees.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.support.kube import REPO, ControlPlane, Kube, kubectl_binary, start_control_plane
+from tests.support.kube import (
+    REPO,
+    ControlPlane,
+    Kube,
+    helm_binary,
+    kubectl_binary,
+    start_control_plane,
+)
+from tests.support.operator import Operators, wait_for
+from tests.support.redis_server import RedisServer, redis_server
 
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
+CHART = REPO / "charts" / "agentrun-operator"
+ACCESS_CONTROL = ("templates/decision-policy.yaml", "templates/user-roles.yaml")
+"""The chart's cluster-wide objects besides the CRD."""
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +51,28 @@ def cluster(control_plane: ControlPlane) -> Kube:
     kube.kubectl(
         "wait", "--for=condition=Established", "--timeout=60s", "crd/agentruns.agentrun.dev"
     )
+    only = [arg for template in ACCESS_CONTROL for arg in ("--show-only", template)]
+    rendered = kube.helm(helm_binary(), "template", "agentrun", str(CHART), *only).stdout
+    kube.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
+    wait_for("the decision policy to be enforced", lambda: _policy_enforced(kube), 60)
     return kube
+
+
+def _policy_enforced(kube: Kube) -> bool:
+    """The API server loads a new policy within a second or so; until then it lets all through."""
+    spoofed = {
+        "apiVersion": "agentrun.dev/v1alpha1",
+        "kind": "AgentRun",
+        "metadata": {"name": "policy-probe"},
+        "spec": {
+            "agent": "probe",
+            "approvals": [{"requestId": "r", "decision": "approve", "by": "somebody-else"}],
+        },
+    }
+    probe = kube.kubectl(
+        "create", "--dry-run=server", "-f", "-", stdin=json.dumps(spoofed), check=False
+    )
+    return "by must be the user who appends the decision" in probe.stderr
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +82,39 @@ def kube(cluster: Kube, request: pytest.FixtureRequest) -> Kube:
     name = f"{stem.strip('-')[:40]}-{secrets.token_hex(3)}"
     cluster.kubectl("create", "namespace", name)
     return Kube(cluster.control_plane, name, cluster.kubectl_bin)
+
+
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """The operator tests' store: one Redis per test module."""
+    with redis_server(tmp_path_factory.mktemp("operator-redis")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def effects(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The SQLite file ``tests.kube.operator_agents`` records every side effect in."""
+    return tmp_path_factory.mktemp("effects") / "effects.db"
+
+
+@pytest.fixture(scope="module")
+def operators(
+    kube: Kube, redis: RedisServer, effects: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operators]:
+    """Two operator replicas on this module's namespace and Redis."""
+    pool = Operators(
+        kube.control_plane,
+        kube.namespace,
+        redis.url,
+        tmp_path_factory.mktemp("operators"),
+        env={
+            "AGENTRUN_AGENT_MODULES": "tests.kube.operator_agents",
+            "AGENTRUN_TEST_EFFECTS": str(effects),
+        },
+    )
+    pool.start("replica-a")
+    pool.start("replica-b")
+    try:
+        yield pool
+    finally:
+        pool.stop_all()

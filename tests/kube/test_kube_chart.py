@@ -9,6 +9,7 @@ checked by asking the API server what the operator's service account may do.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,9 @@ from typing import Any
 import pytest
 import yaml
 from tests.support.kube import REPO, Kube, helm_binary
+from tests.support.redis_server import RedisServer
+
+from agentrun.stores.backend import open_backend
 
 CHART = REPO / "charts" / "agentrun-operator"
 SERVICE_MONITOR_CRD = Path(__file__).with_name("servicemonitor-crd.yaml")
@@ -72,8 +76,14 @@ def test_helm_lint_strict(kube: Kube, helm: str, values: list[str]) -> None:
     assert "0 chart(s) failed" in result.stdout
 
 
+USER_ROLES = ("agentrun-view", "agentrun-edit", "agentrun-approve")
+SECOND_RELEASE = "accessControl.decisionPolicy=false,accessControl.userRoles=false"
+"""What a release installed beside another must set: the session's cluster already holds the
+chart's cluster-wide access control (tests/kube/conftest.py), as a cluster with one release does."""
+
 COMBINATIONS = {
     "default": [],
+    "second-release": ["--set", SECOND_RELEASE],
     "store-url": ["--set", "store.url=postgresql://agentrun@db:5432/agentrun"],
     "redis": ["--set", "redis.enabled=true"],
     "namespaced": ["--set", "rbac.clusterWide=false"],
@@ -104,6 +114,27 @@ def test_rendered_chart_passes_server_side_dry_run(
     )
     applied = [line for line in result.stdout.splitlines() if line.endswith("(server dry run)")]
     assert len(applied) == len(manifests), result.stdout
+
+
+def test_access_control_is_on_by_default_and_off_for_a_second_release(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    def access(manifests: list[Manifest]) -> list[str]:
+        return sorted(
+            f"{m['kind']}/{m['metadata']['name']}"
+            for m in manifests
+            if m["kind"].startswith("ValidatingAdmissionPolicy")
+            or m["metadata"]["name"] in USER_ROLES
+        )
+
+    assert access(render(kube, helm, kube_version)) == [
+        "ClusterRole/agentrun-approve",
+        "ClusterRole/agentrun-edit",
+        "ClusterRole/agentrun-view",
+        "ValidatingAdmissionPolicy/agentrun-decisions",
+        "ValidatingAdmissionPolicyBinding/agentrun-decisions",
+    ]
+    assert access(render(kube, helm, kube_version, "--set", SECOND_RELEASE)) == []
 
 
 def test_default_deployment_is_non_root_read_only_and_probed(
@@ -150,7 +181,9 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
     assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(
         [kube.namespace, other_namespace]
     )
-    (cluster_role,) = by_kind(manifests, "ClusterRole")
+    (cluster_role,) = (
+        r for r in by_kind(manifests, "ClusterRole") if r["metadata"]["name"] not in USER_ROLES
+    )
     assert cluster_role["rules"] == [
         {
             "apiGroups": [""],
@@ -169,8 +202,22 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         ({"resources": {"limits": {"cpus": "1"}}}, "Additional property cpus is not allowed"),
         ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
         ({"store": {"url": "mysql://db/agentrun"}}, "store.url"),
+        ({"accessControl": {"decisionPolicies": False}}, "Additional property decisionPolicies"),
+        ({"redis": {"persistence": {"enabeld": False}}}, "Additional property enabeld"),
+        ({"redis": {"persistence": {"acknowledgeDataLoss": "yes"}}}, "acknowledgeDataLoss"),
+        ({"accessControl": {"userRoles": "no"}}, "accessControl.userRoles"),
     ],
-    ids=["top-level", "nested", "resources", "enum", "store-scheme"],
+    ids=[
+        "top-level",
+        "nested",
+        "resources",
+        "enum",
+        "store-scheme",
+        "access",
+        "access-type",
+        "persistence",
+        "data-loss-words",
+    ],
 )
 def test_values_with_a_typo_are_rejected_by_the_schema(
     kube: Kube, helm: str, kube_version: str, tmp_path: Path, values: Manifest, message: str
@@ -193,6 +240,70 @@ def test_conflicting_store_settings_are_refused(kube: Kube, helm: str, kube_vers
     )  # fmt: skip
     assert result.returncode != 0
     assert "set either store.url or redis.enabled, not both" in result.stderr
+
+
+def _bundled_redis(manifests: list[Manifest]) -> tuple[Manifest, list[str]]:
+    """The chart's Redis Deployment, and the arguments its container runs redis-server with."""
+    (deployment,) = (
+        m for m in by_kind(manifests, "Deployment") if m["metadata"]["name"].endswith("-redis")
+    )
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return deployment, [str(arg) for arg in container["args"]]
+
+
+def test_the_bundled_redis_keeps_every_write_across_a_kill(
+    kube: Kube, helm: str, kube_version: str, tmp_path: Path
+) -> None:
+    """The chart's own arguments, run by a real redis-server: SIGKILL it, start it again on the
+    same folder, and what was written is there; and the stores accept it (noeviction)."""
+    manifests = render(kube, helm, kube_version, "--set", "redis.enabled=true")
+    deployment, args = _bundled_redis(manifests)
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    (claim,) = by_kind(manifests, "PersistentVolumeClaim")
+    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert volumes == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+    ]
+    assert args[:2] == ["--dir", "/data"]
+    server = RedisServer(tmp_path / "data", extra=tuple(args[2:])).start()
+    try:
+        assert server.cli("config", "get", "appendfsync").split() == ["appendfsync", "always"]
+        server.cli("set", "agentrun:{t:r}:fence", "7")
+        server.process.kill()  # type: ignore[union-attr]
+        server.process.wait()  # type: ignore[union-attr]
+        server.process = None
+        server.start()
+        assert server.cli("get", "agentrun:{t:r}:fence").strip() == "7"
+
+        async def opens() -> None:
+            async with await open_backend(server.url):
+                pass
+
+        asyncio.run(opens())
+    finally:
+        server.stop()
+
+
+def test_the_bundled_redis_without_persistence_needs_the_words(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    without = "redis.enabled=true,redis.persistence.enabled=false"
+    refused = kube.helm(
+        helm, "template", "agentrun", str(CHART), "--kube-version", kube_version,
+        "--set", without, check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "redis.persistence.enabled=false: the chart's Redis would forget" in refused.stderr
+    assert 'acknowledgeDataLoss="demo only, data loss accepted"' in refused.stderr
+    manifests = render(
+        kube, helm, kube_version, "--set", without,
+        "--set-string", "redis.persistence.acknowledgeDataLoss=demo only\\, data loss accepted",
+    )  # fmt: skip
+    _, args = _bundled_redis(manifests)
+    assert by_kind(manifests, "PersistentVolumeClaim") == []
+    assert args[args.index("--appendonly") + 1] == "no"
+    assert args[args.index("--maxmemory-policy") + 1] == "noeviction"
 
 
 def _walk_objects(schema: Manifest, path: str) -> Iterator[tuple[str, Manifest]]:
@@ -230,12 +341,18 @@ def can_i(kube: Kube, service_account: str, verb: str, resource: str, namespace:
 def test_helm_install_creates_the_objects_with_least_privilege(
     kube: Kube, helm: str, other_namespace: str
 ) -> None:
-    result = kube.helm(helm, "install", "agentrun", str(CHART), "--set", "redis.enabled=true")
+    result = kube.helm(
+        helm, "install", "agentrun", str(CHART), "--set", f"redis.enabled=true,{SECOND_RELEASE}"
+    )
     assert "kubectl get agentruns -w" in result.stdout
     assert "kubectl describe agentrun booking" in result.stdout
+    assert "append-only file on PersistentVolumeClaim agentrun-agentrun-operator-redis" in (
+        result.stdout.replace("\n", " ")
+    )
+    assert "--clusterrole=agentrun-approve" in result.stdout
 
     listed = kube.kubectl(
-        "get", "deployments,services,serviceaccounts,secrets",
+        "get", "deployments,services,serviceaccounts,secrets,persistentvolumeclaims",
         "-l", "app.kubernetes.io/instance=agentrun", "-o", "json",
     )  # fmt: skip
     objects = json.loads(listed.stdout)["items"]
@@ -243,6 +360,7 @@ def test_helm_install_creates_the_objects_with_least_privilege(
     assert names == [
         "Deployment/agentrun-agentrun-operator",
         "Deployment/agentrun-agentrun-operator-redis",
+        "PersistentVolumeClaim/agentrun-agentrun-operator-redis",
         "Secret/agentrun-agentrun-operator-store",
         "Service/agentrun-agentrun-operator-metrics",
         "Service/agentrun-agentrun-operator-redis",
@@ -277,7 +395,7 @@ def test_namespaced_helm_install_grants_nothing_outside_its_namespace(
 ) -> None:
     kube.helm(
         helm, "install", "scoped", str(CHART),
-        "--set", "rbac.clusterWide=false,store.url=redis://redis:6379/0",
+        "--set", f"rbac.clusterWide=false,store.url=redis://redis:6379/0,{SECOND_RELEASE}",
     )  # fmt: skip
     sa = "scoped-agentrun-operator"
     assert can_i(kube, sa, "watch", "agentruns.agentrun.dev", kube.namespace)

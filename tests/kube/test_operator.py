@@ -10,144 +10,44 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sqlite3
-import subprocess
-import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.agentruns import (
+    apply_run,
+    book_slowly,
+    condition,
+    count_effects,
+    get_run,
+    has_condition,
+    lease_of,
+)
 from tests.support.kube import Kube
 from tests.support.operator import Operators, wait_for
-from tests.support.redis_server import RedisServer, redis_server
+from tests.support.redis_server import RedisServer
 
 from agentrun.stores.backend import open_backend
 
 
-@pytest.fixture(scope="module")
-def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    with redis_server(tmp_path_factory.mktemp("operator-redis")) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def effects(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("effects") / "effects.db"
-
-
-@pytest.fixture(scope="module")
-def operators(
-    kube: Kube, redis: RedisServer, effects: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Operators]:
-    pool = Operators(
-        kube.control_plane,
-        kube.namespace,
-        redis.url,
-        tmp_path_factory.mktemp("operators"),
-        env={
-            "AGENTRUN_AGENT_MODULES": "tests.kube.operator_agents",
-            "AGENTRUN_TEST_EFFECTS": str(effects),
-        },
-    )
-    pool.start("replica-a")
-    pool.start("replica-b")
-    try:
-        yield pool
-    finally:
-        pool.stop_all()
-
-
-def _count(effects: Path, kind: str, detail_like: str = "%") -> int:
-    with sqlite3.connect(effects, timeout=10) as connection:
-        connection.execute("CREATE TABLE IF NOT EXISTS effects (kind TEXT, detail TEXT)")
-        return int(
-            connection.execute(
-                "SELECT count(*) FROM effects WHERE kind = ? AND detail LIKE ?", (kind, detail_like)
-            ).fetchone()[0]
-        )
-
-
-def _apply(kube: Kube, name: str, agent: str, *, extra: str = "", ttl: int = 5) -> None:
-    manifest = (
-        textwrap.dedent(f"""\
-        apiVersion: agentrun.dev/v1alpha1
-        kind: AgentRun
-        metadata:
-          name: {name}
-        spec:
-          agent: {agent}
-          input: go
-          leasePolicy:
-            ttlSeconds: {ttl}
-            renewWithinSeconds: 2
-        """)
-        + extra
-    )
-    kube.kubectl("apply", "-f", "-", stdin=manifest)
-
-
-def _agentrun_cli(kube: Kube, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        ["agentrun", *args],
-        capture_output=True,
-        text=True,
-        env=kube.control_plane.env(),
-        timeout=60,
-        check=False,
-    )
-    if check:
-        assert done.returncode == 0, done.stderr
-    return done
-
-
-def _get(kube: Kube, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(kube.kubectl("get", "agentrun", name, "-o", "json").stdout)
-    return found
-
-
-def _condition(kube: Kube, name: str, type_: str) -> dict[str, Any]:
-    for condition in (_get(kube, name).get("status") or {}).get("conditions") or ():
-        if condition["type"] == type_:
-            return dict(condition)
-    return {}
-
-
-def _is(kube: Kube, name: str, type_: str, status: str, reason: str | None = None) -> bool:
-    condition = _condition(kube, name, type_)
-    return condition.get("status") == status and reason in (None, condition.get("reason"))
-
-
-def _booked(kube: Kube, operators: Operators, effects: Path, name: str, ttl: int = 5) -> int:
-    """Apply a ``slowbook`` run and wait until it has booked; the bookings made before it."""
-    before = _count(effects, "booking")
-    _apply(kube, name, "slowbook", ttl=ttl)
-    wait_for("the booking", lambda: _count(effects, "booking") == before + 1, 60, operators.logs)
-    return before
-
-
-def _lease(kube: Kube, name: str) -> dict[str, Any]:
-    return dict((_get(kube, name).get("status") or {}).get("lease") or {})
-
-
 def test_a_run_succeeds_and_tells_kubectl(kube: Kube, operators: Operators, effects: Path) -> None:
-    _apply(kube, "plain", "slowbook")
+    apply_run(kube, "plain", "slowbook")
     wait_for(
         "plain to succeed",
-        lambda: _is(kube, "plain", "Succeeded", "True", "Completed"),
+        lambda: has_condition(kube, "plain", "Succeeded", "True", "Completed"),
         60,
         operators.logs,
     )
-    status = _get(kube, "plain")["status"]
+    status = get_run(kube, "plain")["status"]
     assert status["observedGeneration"] == 1
     assert status["lease"]["fence"] >= 1
     assert status["iteration"] == 4
     assert status["usage"]["costMicros"] > 0
     assert status["checkpoint"]["boundary"] == "after_model_call"
-    assert _is(kube, "plain", "Checkpointed", "True", "Written")
-    assert _is(kube, "plain", "AwaitingApproval", "False")
-    assert _is(kube, "plain", "Indeterminate", "False")
+    assert has_condition(kube, "plain", "Checkpointed", "True", "Written")
+    assert has_condition(kube, "plain", "AwaitingApproval", "False")
+    assert has_condition(kube, "plain", "Indeterminate", "False")
 
     table = kube.kubectl("get", "agentruns", "-o", "wide").stdout
     header, *rows = table.splitlines()
@@ -166,45 +66,48 @@ def test_a_run_succeeds_and_tells_kubectl(kube: Kube, operators: Operators, effe
     described = kube.kubectl("describe", "agentrun", "plain").stdout
     for expected in ("Succeeded", "Checkpointed", "LeaseTaken", "Completed"):
         assert expected in described, described
-    assert _count(effects, "booking", "LH1172%") >= 1
+    assert count_effects(effects, "booking", "LH1172%") >= 1
 
 
 def test_sigkill_of_the_holder_hands_the_run_over_without_a_second_booking(
     kube: Kube, operators: Operators, effects: Path
 ) -> None:
-    before = _booked(kube, operators, effects, "killed")
-    first = _lease(kube, "killed")
+    before = book_slowly(kube, operators, effects, "killed")
+    first = lease_of(kube, "killed")
     victim = operators.by_holder(first["holder"])
     victim.signal(signal.SIGKILL)
     victim.wait()
     operators.start(victim.name)  # the Deployment would bring a new pod; it is a new holder
     wait_for(
         "another holder",
-        lambda: _lease(kube, "killed").get("fence", 0) > first["fence"],
+        lambda: lease_of(kube, "killed").get("fence", 0) > first["fence"],
         60,
         operators.logs,
     )
     wait_for(
-        "killed to succeed", lambda: _is(kube, "killed", "Succeeded", "True"), 60, operators.logs
+        "killed to succeed",
+        lambda: has_condition(kube, "killed", "Succeeded", "True"),
+        60,
+        operators.logs,
     )
-    status = _get(kube, "killed")["status"]
+    status = get_run(kube, "killed")["status"]
     assert status["lease"]["holder"] != first["holder"]
     assert status["resumeCount"] >= 1
-    assert _count(effects, "booking") == before + 1
+    assert count_effects(effects, "booking") == before + 1
     assert "RunResumed" in kube.kubectl("describe", "agentrun", "killed").stdout
 
 
 def test_sigterm_of_the_holder_hands_over_without_waiting_for_the_ttl(
     kube: Kube, operators: Operators, effects: Path
 ) -> None:
-    before = _booked(kube, operators, effects, "drained", ttl=120)
-    first = _lease(kube, "drained")
+    before = book_slowly(kube, operators, effects, "drained", ttl=120)
+    first = lease_of(kube, "drained")
     victim = operators.by_holder(first["holder"])
     stopped_at = time.monotonic()
     victim.signal(signal.SIGTERM)
     wait_for(
         "another holder",
-        lambda: _lease(kube, "drained").get("fence", 0) > first["fence"],
+        lambda: lease_of(kube, "drained").get("fence", 0) > first["fence"],
         60,
         operators.logs,
     )
@@ -213,9 +116,12 @@ def test_sigterm_of_the_holder_hands_over_without_waiting_for_the_ttl(
     operators.start(victim.name)
     assert handed_over < 60, f"handover took {handed_over:.1f}s; the TTL is 120s"
     wait_for(
-        "drained to succeed", lambda: _is(kube, "drained", "Succeeded", "True"), 60, operators.logs
+        "drained to succeed",
+        lambda: has_condition(kube, "drained", "Succeeded", "True"),
+        60,
+        operators.logs,
     )
-    assert _count(effects, "booking") == before + 1
+    assert count_effects(effects, "booking") == before + 1
 
 
 @pytest.mark.parametrize(
@@ -226,17 +132,17 @@ def test_approvals_are_given_through_the_spec(
     kube: Kube, operators: Operators, effects: Path, decision: str, status: str, reason: str
 ) -> None:
     name = f"refund-{decision}"
-    refunds = _count(effects, "refund")
-    _apply(kube, name, "approver")
+    refunds = count_effects(effects, "refund")
+    apply_run(kube, name, "approver")
     wait_for(
         "the approval request",
-        lambda: _is(kube, name, "AwaitingApproval", "True"),
+        lambda: has_condition(kube, name, "AwaitingApproval", "True"),
         60,
         operators.logs,
     )
-    pending = _get(kube, name)["status"]["pendingApproval"]
+    pending = get_run(kube, name)["status"]["pendingApproval"]
     assert pending["tool"] == "refund"
-    assert _is(kube, name, "Succeeded", "Unknown", "AwaitingApproval")
+    assert has_condition(kube, name, "Succeeded", "Unknown", "AwaitingApproval")
     assert "ApprovalRequested" in kube.kubectl("describe", "agentrun", name).stdout
     patch = {
         "spec": {
@@ -250,12 +156,16 @@ def test_approvals_are_given_through_the_spec(
             ]
         }
     }
-    kube.kubectl("patch", "agentrun", name, "--type=merge", "-p", json.dumps(patch))
+    alice = kube.grant("alice", "agentrun-approve")
+    alice.kubectl("patch", "agentrun", name, "--type=merge", "-p", json.dumps(patch))
     wait_for(
-        f"{name} to end", lambda: _is(kube, name, "Succeeded", status, reason), 60, operators.logs
+        f"{name} to end",
+        lambda: has_condition(kube, name, "Succeeded", status, reason),
+        60,
+        operators.logs,
     )
-    assert _is(kube, name, "AwaitingApproval", "False")
-    assert _count(effects, "refund") == refunds + (1 if decision == "approve" else 0)
+    assert has_condition(kube, name, "AwaitingApproval", "False")
+    assert count_effects(effects, "refund") == refunds + (1 if decision == "approve" else 0)
 
 
 def test_an_sms_in_flight_at_the_kill_is_indeterminate_until_a_person_answers(
@@ -266,8 +176,8 @@ def test_an_sms_in_flight_at_the_kill_is_indeterminate_until_a_person_answers(
         if replica is not lingering:
             replica.signal(signal.SIGSTOP)  # only the lingering replica may take this run
     try:
-        _apply(kube, "texted", "texter")
-        wait_for("the text", lambda: _count(effects, "sms") == 1, 60, operators.logs)
+        apply_run(kube, "texted", "texter")
+        wait_for("the text", lambda: count_effects(effects, "sms") == 1, 60, operators.logs)
         lingering.signal(signal.SIGKILL)
         lingering.wait()
     finally:
@@ -276,30 +186,38 @@ def test_an_sms_in_flight_at_the_kill_is_indeterminate_until_a_person_answers(
                 replica.signal(signal.SIGCONT)
     wait_for(
         "texted to be indeterminate",
-        lambda: _is(kube, "texted", "Indeterminate", "True"),
+        lambda: has_condition(kube, "texted", "Indeterminate", "True"),
         60,
         operators.logs,
     )
-    status = _get(kube, "texted")["status"]
+    status = get_run(kube, "texted")["status"]
     [call] = status["indeterminateCalls"]
     assert call["tool"] == "send_sms"
-    assert call["callId"] in _condition(kube, "texted", "Indeterminate")["message"]
-    assert _is(kube, "texted", "Succeeded", "Unknown", "Indeterminate")
+    assert call["callId"] in condition(kube, "texted", "Indeterminate")["message"]
+    assert has_condition(kube, "texted", "Succeeded", "Unknown", "Indeterminate")
     time.sleep(2)
-    assert _count(effects, "sms") == 1, "an undecidable call must never be retried"
-    patch = {
-        "spec": {
-            "resolutions": [
-                {"callId": call["callId"], "outcome": "ran", "result": "sent", "by": "on-call"}
-            ]
-        }
-    }
-    kube.kubectl("patch", "agentrun", "texted", "--type=merge", "-p", json.dumps(patch))
-    wait_for(
-        "texted to succeed", lambda: _is(kube, "texted", "Succeeded", "True"), 60, operators.logs
+    assert count_effects(effects, "sms") == 1, "an undecidable call must never be retried"
+    on_call = kube.grant("on-call", "agentrun-approve")
+    answered = on_call.agentrun(
+        "resolve", "texted", "--kube", "--call", call["callId"], "--ran", "--result", "sent"
     )
-    assert _count(effects, "sms") == 1
-    assert _is(kube, "texted", "Indeterminate", "False")
+    assert answered.returncode == 0, answered.stderr
+    assert "(by on-call)" in answered.stdout
+    wait_for(
+        "texted to succeed",
+        lambda: has_condition(kube, "texted", "Succeeded", "True"),
+        60,
+        operators.logs,
+    )
+    assert count_effects(effects, "sms") == 1
+    assert has_condition(kube, "texted", "Indeterminate", "False")
+    [resolution] = get_run(kube, "texted")["spec"]["resolutions"]
+    assert resolution == {
+        "callId": call["callId"],
+        "outcome": "ran",
+        "result": "sent",
+        "by": "on-call",
+    }
 
 
 def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
@@ -310,11 +228,14 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
     from agentrun.operator.kubeapi import KubeApi
     from agentrun.operator.status import StatusWriter, Superseded
 
-    _apply(kube, "fenced", "slowbook")
+    apply_run(kube, "fenced", "slowbook")
     wait_for(
-        "fenced to succeed", lambda: _is(kube, "fenced", "Succeeded", "True"), 60, operators.logs
+        "fenced to succeed",
+        lambda: has_condition(kube, "fenced", "Succeeded", "True"),
+        60,
+        operators.logs,
     )
-    current = _lease(kube, "fenced")["fence"]
+    current = lease_of(kube, "fenced")["fence"]
 
     async def stale_write() -> None:
         # The client's loader is untyped; it returns an ApiClient.
@@ -328,37 +249,37 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
             await newer.take_over("impostor", current, resumed=False)
 
     asyncio.run(stale_write())
-    assert _get(kube, "fenced")["status"]["iteration"] == 4
+    assert get_run(kube, "fenced")["status"]["iteration"] == 4
 
 
 def test_a_run_naming_another_tenant_is_rejected_and_never_touches_the_store(
     kube: Kube, operators: Operators, redis: RedisServer
 ) -> None:
-    _apply(kube, "trespass", "slowbook", extra="  tenant: somebody-else\n")
+    apply_run(kube, "trespass", "slowbook", extra="  tenant: somebody-else\n")
     wait_for(
         "the rejection",
-        lambda: _is(kube, "trespass", "Succeeded", "False", "TenantNotAllowed"),
+        lambda: has_condition(kube, "trespass", "Succeeded", "False", "TenantNotAllowed"),
         60,
         operators.logs,
     )
-    uid = _get(kube, "trespass")["metadata"]["uid"]
+    uid = get_run(kube, "trespass")["metadata"]["uid"]
     assert redis.cli("--scan", "--pattern", f"*{uid}*") == ""
     assert "agentrun.dev/forget-run" not in (
-        _get(kube, "trespass")["metadata"].get("finalizers") or []
+        get_run(kube, "trespass")["metadata"].get("finalizers") or []
     )
 
 
 def test_deleting_a_run_forgets_it_in_the_stores(
     kube: Kube, operators: Operators, redis: RedisServer
 ) -> None:
-    _apply(kube, "forgotten", "slowbook")
+    apply_run(kube, "forgotten", "slowbook")
     wait_for(
         "forgotten to succeed",
-        lambda: _is(kube, "forgotten", "Succeeded", "True"),
+        lambda: has_condition(kube, "forgotten", "Succeeded", "True"),
         60,
         operators.logs,
     )
-    uid = _get(kube, "forgotten")["metadata"]["uid"]
+    uid = get_run(kube, "forgotten")["metadata"]["uid"]
 
     async def latest() -> bytes | None:
         backend = await open_backend(redis.url)
@@ -377,17 +298,17 @@ def test_deleting_a_run_forgets_it_in_the_stores(
 def test_the_store_going_away_mid_run_shows_and_recovers(
     kube: Kube, operators: Operators, redis: RedisServer
 ) -> None:
-    _apply(kube, "weathered", "patient", ttl=30)
+    apply_run(kube, "weathered", "patient", ttl=30)
     wait_for(
         "the first wait",
-        lambda: _get(kube, "weathered").get("status", {}).get("iteration") == 1,
+        lambda: get_run(kube, "weathered").get("status", {}).get("iteration") == 1,
         60,
         operators.logs,
     )
     seen: list[dict[str, Any]] = []
 
     def refused() -> bool:
-        seen.append(_condition(kube, "weathered", "Checkpointed"))
+        seen.append(condition(kube, "weathered", "Checkpointed"))
         return seen[-1].get("status") == "False"
 
     redis.pause()
@@ -398,29 +319,29 @@ def test_the_store_going_away_mid_run_shows_and_recovers(
     assert seen[-1]["reason"] == "StoreUnavailable"
     wait_for(
         "weathered to succeed",
-        lambda: _is(kube, "weathered", "Succeeded", "True"),
+        lambda: has_condition(kube, "weathered", "Succeeded", "True"),
         60,
         operators.logs,
     )
-    assert _is(kube, "weathered", "Checkpointed", "True", "Written")
+    assert has_condition(kube, "weathered", "Checkpointed", "True", "Written")
     assert "CheckpointRefused" in kube.kubectl("describe", "agentrun", "weathered").stdout
 
 
 def test_a_changed_agent_definition_is_refused_as_a_revision_mismatch(
     kube: Kube, operators: Operators, effects: Path
 ) -> None:
-    before = _booked(kube, operators, effects, "revised", ttl=5)
+    before = book_slowly(kube, operators, effects, "revised", ttl=5)
     for replica in operators.replicas:
         replica.signal(signal.SIGKILL)
         replica.process.wait()
     operators.start("replica-new", AGENTRUN_TEST_REVISION="2")
     wait_for(
         "the revision mismatch",
-        lambda: _is(kube, "revised", "Succeeded", "False", "RevisionMismatch"),
+        lambda: has_condition(kube, "revised", "Succeeded", "False", "RevisionMismatch"),
         60,
         operators.logs,
     )
-    assert _count(effects, "booking") == before + 1
+    assert count_effects(effects, "booking") == before + 1
     operators.start("replica-a")
     operators.start("replica-b")
 
@@ -428,21 +349,21 @@ def test_a_changed_agent_definition_is_refused_as_a_revision_mismatch(
 def test_suspend_pauses_the_run_at_its_next_step_and_hands_the_lease_back(
     kube: Kube, operators: Operators, redis: RedisServer
 ) -> None:
-    _apply(kube, "paused", "patient", ttl=60)
+    apply_run(kube, "paused", "patient", ttl=60)
     wait_for(
         "the first wait",
-        lambda: _get(kube, "paused").get("status", {}).get("iteration") == 1,
+        lambda: get_run(kube, "paused").get("status", {}).get("iteration") == 1,
         60,
         operators.logs,
     )
     kube.kubectl("patch", "agentrun", "paused", "--type=merge", "-p", '{"spec":{"suspend":true}}')
     wait_for(
         "Suspended",
-        lambda: _is(kube, "paused", "Succeeded", "Unknown", "Suspended"),
+        lambda: has_condition(kube, "paused", "Succeeded", "Unknown", "Suspended"),
         60,
         operators.logs,
     )
-    uid = _get(kube, "paused")["metadata"]["uid"]
+    uid = get_run(kube, "paused")["metadata"]["uid"]
 
     async def held() -> object:
         backend = await open_backend(redis.url)
@@ -452,11 +373,14 @@ def test_suspend_pauses_the_run_at_its_next_step_and_hands_the_lease_back(
             await backend.close()
 
     wait_for("the lease handed back", lambda: asyncio.run(held()) is None, 10, operators.logs)
-    iteration = _get(kube, "paused")["status"]["iteration"]
+    iteration = get_run(kube, "paused")["status"]["iteration"]
     time.sleep(3)
-    assert _get(kube, "paused")["status"]["iteration"] == iteration
+    assert get_run(kube, "paused")["status"]["iteration"] == iteration
     kube.kubectl("patch", "agentrun", "paused", "--type=merge", "-p", '{"spec":{"suspend":false}}')
     wait_for(
-        "paused to succeed", lambda: _is(kube, "paused", "Succeeded", "True"), 60, operators.logs
+        "paused to succeed",
+        lambda: has_condition(kube, "paused", "Succeeded", "True"),
+        60,
+        operators.logs,
     )
-    assert _get(kube, "paused")["status"]["resumeCount"] >= 1
+    assert get_run(kube, "paused")["status"]["resumeCount"] >= 1

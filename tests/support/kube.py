@@ -17,6 +17,7 @@ test with the command that installs it: the repository's rule is that nothing is
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -25,10 +26,12 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import COMMAND, cli_env
 
 REPO = Path(__file__).resolve().parents[2]
 KUBE_TOOLS = "bash hack/kube-tools.sh"
@@ -160,13 +163,20 @@ class ControlPlane:
         _stop(self.apiserver)
         _stop(self.etcd)
 
-    def env(self) -> dict[str, str]:
+    def env(self, kubeconfig: Path | None = None) -> dict[str, str]:
         """Environment for kubectl and helm: this cluster, and helm's state kept in workdir."""
         env = dict(os.environ)
-        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["KUBECONFIG"] = str(kubeconfig or self.kubeconfig)
         for kind in ("CACHE", "CONFIG", "DATA"):
             env[f"HELM_{kind}_HOME"] = str(self.workdir / "helm" / kind.lower())
         return env
+
+    def kubeconfig_as(self, user: str, namespace: str) -> Path:
+        """A kubeconfig whose every request the administrator makes as ``user`` (impersonation,
+        as ``kubectl --as`` does): for a program that shells out to kubectl as a person would."""
+        path = self.workdir / f"kubeconfig-{user}-{namespace}"
+        path.write_text(_kubeconfig(self, namespace, impersonate=user))
+        return path
 
 
 def _wait_ready(
@@ -270,52 +280,87 @@ def start_control_plane(workdir: Path) -> ControlPlane:
         _stop(etcd)
         raise
 
-    kubeconfig = workdir / "kubeconfig"
-    kubeconfig.write_text(
+    plane = ControlPlane(
+        workdir=workdir,
+        server=server,
+        token=token,
+        kubeconfig=workdir / "kubeconfig",
+        start_seconds=time.monotonic() - started,
+        etcd=etcd,
+        apiserver=apiserver,
+    )
+    plane.kubeconfig.write_text(_kubeconfig(plane, "default"))
+    return plane
+
+
+def _kubeconfig(plane: ControlPlane, namespace: str, impersonate: str | None = None) -> str:
+    return (
         "apiVersion: v1\n"
         "kind: Config\n"
         "clusters:\n"
         "- name: test\n"
         "  cluster:\n"
-        f"    server: {server}\n"
-        f"    certificate-authority: {certs / 'ca.crt'}\n"
+        f"    server: {plane.server}\n"
+        f"    certificate-authority: {plane.workdir / 'certs' / 'ca.crt'}\n"
         "users:\n"
         "- name: admin\n"
         "  user:\n"
-        f"    token: {token}\n"
-        "contexts:\n"
+        f"    token: {plane.token}\n"
+        + (f"    as: {impersonate}\n" if impersonate else "")
+        + "contexts:\n"
         "- name: test\n"
-        "  context: {cluster: test, user: admin, namespace: default}\n"
+        f"  context: {{cluster: test, user: admin, namespace: {namespace}}}\n"
         "current-context: test\n"
-    )
-    return ControlPlane(
-        workdir=workdir,
-        server=server,
-        token=token,
-        kubeconfig=kubeconfig,
-        start_seconds=time.monotonic() - started,
-        etcd=etcd,
-        apiserver=apiserver,
     )
 
 
 @dataclass(frozen=True)
 class Kube:
-    """One test module's view of the cluster: its own namespace, kubectl and helm bound to it."""
+    """One test module's view of the cluster: its own namespace, kubectl and helm bound to it;
+    with ``user``, kubectl acts as that person (``--as``) instead of as the administrator."""
 
     control_plane: ControlPlane
     namespace: str
     kubectl_bin: str
+    user: str | None = None
 
     @property
     def kubeconfig(self) -> Path:
         return self.control_plane.kubeconfig
 
+    def as_user(self, user: str) -> Kube:
+        return replace(self, user=user)
+
+    def grant(self, user: str, *cluster_roles: str) -> Kube:
+        """Bind ``cluster_roles`` to ``user`` in this namespace; this view, acting as them."""
+        admin = replace(self, user=None)
+        for role in cluster_roles:
+            name = re.sub(r"[^a-z0-9-]+", "-", f"{role}-{user}".lower())[:63].strip("-")
+            binding = admin.kubectl(
+                "create", "rolebinding", name, f"--clusterrole={role}", f"--user={user}",
+                "--dry-run=client", "-o", "json",
+            ).stdout  # fmt: skip
+            admin.kubectl("apply", "-f", "-", stdin=binding)
+        return self.as_user(user)
+
     def kubectl(
         self, *args: str, stdin: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         """kubectl in this namespace; with ``check`` a non-zero exit fails the test with stderr."""
-        return self._run([self.kubectl_bin, "--namespace", self.namespace, *args], stdin, check)
+        person = ["--as", self.user] if self.user else []
+        return self._run(
+            [self.kubectl_bin, "--namespace", self.namespace, *person, *args], stdin, check
+        )
+
+    def agentrun(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """This checkout's ``agentrun`` CLI, whose kubectl acts as this view's person."""
+        user_config = (
+            self.control_plane.kubeconfig_as(self.user, self.namespace) if self.user else None
+        )
+        return subprocess.run(
+            [*COMMAND, *args], capture_output=True, text=True, timeout=60, check=False,
+            env=cli_env(self.control_plane.env(user_config)), cwd=REPO,
+        )  # fmt: skip
 
     def helm(
         self, helm_bin: str, *args: str, stdin: str | None = None, check: bool = True

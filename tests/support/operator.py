@@ -58,12 +58,12 @@ class Operators:
         env = {
             **self.control_plane.env(),
             **self.env,
-            **extra_env,
             "AGENTRUN_STORE_URL": self.store_url,
             "AGENTRUN_WORKER_ID": name,
             "AGENTRUN_METRICS_PORT": str(port),
             "AGENTRUN_POLL_INTERVAL": "0.3",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            **extra_env,
         }
         log = self.workdir / f"{name}-{len(self.replicas)}.log"
         with log.open("wb") as sink:

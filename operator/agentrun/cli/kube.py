@@ -6,6 +6,10 @@ exactly that. They shell out to ``kubectl`` so that the user's context, namespac
 credentials apply as they do to every other command they type, and the kit needs no Kubernetes
 client. The patch is guarded by the object's ``resourceVersion``, so an answer is never
 appended to a run that changed since it was checked.
+
+The answer's ``by`` is not typed by anyone: it is the user the API server authenticates these
+very credentials as (``kubectl auth whoami``, a SelfSubjectReview), since the chart's admission
+policy refuses an entry naming anybody else.
 """
 
 from __future__ import annotations
@@ -41,6 +45,18 @@ def _agentrun(namespace: str | None, name: str) -> dict[str, Any]:
     return found
 
 
+def whoami(namespace: str | None) -> str:
+    """The user the API server authenticates the current kubectl credentials as."""
+    review: dict[str, Any] = json.loads(_kubectl(namespace, "auth", "whoami", "-o", "json"))
+    username = str((review.get("status") or {}).get("userInfo", {}).get("username") or "")
+    if not username:
+        raise KubectlError(
+            "kubectl auth whoami named no user; the API server must serve SelfSubjectReview "
+            "(authentication.k8s.io/v1, Kubernetes 1.28+) for --kube to know who is answering"
+        )
+    return username
+
+
 def _append(
     namespace: str | None, current: dict[str, Any], field: str, entry: dict[str, Any]
 ) -> None:
@@ -67,8 +83,9 @@ def _append(
 
 
 def approve(
-    namespace: str | None, name: str, request: str, *, approved: bool, by: str, reason: str
-) -> str:
+    namespace: str | None, name: str, request: str, *, approved: bool, reason: str
+) -> tuple[str, str]:
+    """Append a decision for ``request``; the tool it was for, and who decided."""
     current = _agentrun(namespace, name)
     pending = (current.get("status") or {}).get("pendingApproval") or {}
     if pending.get("requestId") != request:
@@ -77,6 +94,7 @@ def approve(
             f"AgentRun {name} is not waiting on approval {request!r} (it "
             f"is waiting on {now}); check `kubectl describe agentrun {name}`"
         )
+    by = whoami(namespace)
     entry: dict[str, Any] = {
         "requestId": request,
         "decision": "approve" if approved else "deny",
@@ -85,12 +103,13 @@ def approve(
     if reason:
         entry["reason"] = reason
     _append(namespace, current, "approvals", entry)
-    return str(pending.get("tool", "the call"))
+    return str(pending.get("tool", "the call")), by
 
 
 def resolve(
-    namespace: str | None, name: str, call_id: str, *, ran: bool, result: str | None, by: str
-) -> str:
+    namespace: str | None, name: str, call_id: str, *, ran: bool, result: str | None
+) -> tuple[str, str]:
+    """Append an answer for ``call_id``; the tool it was a call of, and who answered."""
     current = _agentrun(namespace, name)
     calls = {
         c["callId"]: c["tool"]
@@ -101,8 +120,9 @@ def resolve(
         raise ConfigurationError(
             f"AgentRun {name} has no undecidable call {call_id!r} (undecidable: {listed})"
         )
+    by = whoami(namespace)
     entry: dict[str, Any] = {"callId": call_id, "outcome": "ran" if ran else "didNotRun", "by": by}
     if ran:
         entry["result"] = result
     _append(namespace, current, "resolutions", entry)
-    return str(calls[call_id])
+    return str(calls[call_id]), by

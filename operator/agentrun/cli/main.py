@@ -264,7 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     approve.add_argument("--request", required=True, help="the request id `inspect` shows")
     approve.add_argument("--deny", action="store_true")
     approve.add_argument("--reason", default="", help="told to the model on a denial")
-    approve.add_argument("--by", default=getpass.getuser(), help="who decides (default: you)")
+    approve.add_argument(
+        "--by", help="who decides (default: your login name; with --kube, who kubectl is)"
+    )
 
     resolve = with_run("resolve", "answer for a call nobody can decide", kube=True)
     resolve.add_argument("--call", required=True, help="the call id `inspect` shows")
@@ -272,7 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     answer.add_argument("--ran", action="store_true", help="it happened (give --result)")
     answer.add_argument("--did-not-run", action="store_true", help="it did not happen")
     resolve.add_argument("--result", help="with --ran: the result the call had")
-    resolve.add_argument("--by", default=getpass.getuser(), help="who answers (default: you)")
+    resolve.add_argument(
+        "--by", help="who answers (default: your login name; with --kube, who kubectl is)"
+    )
 
     schema = commands.add_parser(
         "schema", help="print the published DDL (never applied by the kit to PostgreSQL)"
@@ -292,27 +296,22 @@ COMMANDS: dict[str, Command] = {
 
 def _in_cluster(args: argparse.Namespace) -> Exit:
     if args.command == "approve":
-        tool = kube.approve(
-            args.namespace,
-            args.run_id,
-            args.request,
-            approved=not args.deny,
-            by=args.by,
-            reason=args.reason,
+        tool, by = kube.approve(
+            args.namespace, args.run_id, args.request, approved=not args.deny, reason=args.reason
         )
         verb = "denied" if args.deny else "approved"
         _say(
-            f"{verb} {args.request} ({tool}) in AgentRun {args.run_id} as {args.by}; the "
+            f"{verb} {args.request} ({tool}) in AgentRun {args.run_id} as {by}; the "
             "operator carries it on"
         )
     else:
-        tool = kube.resolve(
-            args.namespace, args.run_id, args.call, ran=args.ran, result=args.result, by=args.by
+        tool, by = kube.resolve(
+            args.namespace, args.run_id, args.call, ran=args.ran, result=args.result
         )
         answer = f"it ran, with result {args.result!r}" if args.ran else "it did not run"
         _say(
             f"recorded for {tool} (call {args.call}) in AgentRun {args.run_id}: {answer} "
-            f"(by {args.by}); the operator carries it on"
+            f"(by {by}); the operator carries it on"
         )
     return Exit.CARRIED_ON
 
@@ -334,6 +333,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if getattr(args, "kube", False) is False and getattr(args, "tenant", "") is None:
         parser.error(f"{args.command}: --tenant is required (or --kube for an AgentRun)")
+    if getattr(args, "by", None) is not None and getattr(args, "kube", False):
+        parser.error(
+            f"{args.command}: --by cannot be used with --kube: the answer names the user the "
+            "API server authenticates you as (kubectl auth whoami), and no one else"
+        )
+    if args.command in ("approve", "resolve") and not args.kube and args.by is None:
+        args.by = getpass.getuser()
     try:
         if args.command == "schema":
             return _schema(args)

@@ -22,6 +22,7 @@ from agentrun.checkpointing import Checkpointer
 from agentrun.operator.context import FINALIZER, OperatorContext
 from agentrun.operator.finalizers import drop_finalizer
 from agentrun.operator.tenancy import tenant_for
+from agentrun.operator.witness import pinned_tenant
 
 LET_GO_TIMEOUT = 120.0
 
@@ -31,8 +32,10 @@ async def forget_run(context: OperatorContext, body: Mapping[str, Any]) -> None:
     namespace, name, run_id = meta["namespace"], meta["name"], meta["uid"]
     if not meta.get("deletionTimestamp") or FINALIZER not in (meta.get("finalizers") or ()):
         return
-    labels = await context.api.namespace_labels(namespace)
-    tenant = tenant_for(namespace, labels, (body.get("spec") or {}).get("tenant"))
+    tenant = pinned_tenant(body.get("status") or {})
+    if tenant is None:  # never pinned: its namespace's tenant, as it would have been pinned
+        labels = await context.api.namespace_labels(namespace)
+        tenant = tenant_for(namespace, labels, (body.get("spec") or {}).get("tenant"))
     backend = context.backend
     if tenant is not None:
         deadline = asyncio.get_running_loop().time() + LET_GO_TIMEOUT

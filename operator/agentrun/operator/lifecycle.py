@@ -7,6 +7,7 @@ from typing import Any
 
 import kopf
 
+from agentrun.errors import ConfigurationError
 from agentrun.operator.config import OperatorConfig
 from agentrun.operator.context import OperatorContext
 from agentrun.operator.kubeapi import KubeApi
@@ -27,7 +28,12 @@ async def start(
         prefix="agentrun.dev", key="last-handled-configuration"
     )
     settings.posting.level = logging.ERROR
-    backend = await open_backend(config.store_url)
+    try:
+        backend = await open_backend(config.store_url)
+    except ConfigurationError as error:
+        # No retry can help (a store that may evict keys, a malformed URL): a person has to
+        # change it, so the operator exits saying what, rather than retrying every minute.
+        raise kopf.PermanentError(str(error)) from error
     metrics = Metrics()
     metrics.serve(config.metrics_port)
     agents = registered_agents()

@@ -153,6 +153,7 @@ class IndeterminateCall(ResourceModel):
 
 
 class AgentRunStatus(ResourceModel):
+    tenant: Name | None = None
     observed_generation: Count | None = None
     conditions: Annotated[list[Condition], Field(max_length=16)] | None = None
     checkpoint: CheckpointStatus | None = None

@@ -42,7 +42,13 @@ from agentrun.operator.finalizers import ensure_finalizer
 from agentrun.operator.kubeapi import Rejected
 from agentrun.operator.resource import AgentRunSpec
 from agentrun.operator.status import ConditionUpdate, StatusWriter, Superseded
-from agentrun.operator.tenancy import tenant_for
+from agentrun.operator.witness import (
+    LOST,
+    StoreDataLost,
+    is_parked,
+    pin_tenant,
+    refuse_fresh_start_if_lost,
+)
 from agentrun.runner.decisions import decide, resolve
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.registry import RegisteredAgent
@@ -127,8 +133,7 @@ class RunWorker:
             with contextlib.suppress(Rejected):  # kept changing: another replica wrote them
                 await self._write(reason="Pending")
         spec = self._spec()
-        labels = await self.context.api.namespace_labels(self.namespace)
-        self.tenant = tenant_for(self.namespace, labels, spec.tenant)
+        self.tenant = await pin_tenant(self.context.api, self.namespace, self.name, spec.tenant)
         if self.tenant is None:
             message = (
                 f"namespace {self.namespace} does not grant tenant {spec.tenant!r}; "
@@ -141,7 +146,7 @@ class RunWorker:
             notice(self.body, "TenantNotAllowed", message, warning=True)
             return
         while not self.stopping():
-            if c.is_terminal(self._current().get("conditions") or []):
+            if c.is_terminal(self._current().get("conditions") or []) or is_parked(self._current()):
                 return
             spec = self._spec()
             registered = self.context.agents.get(spec.agent)
@@ -291,6 +296,11 @@ class RunWorker:
         except IndeterminateToolCallError as error:
             await self._indeterminate(error)
             return
+        except StoreDataLost as error:
+            await self._write(updates=((c.SUCCEEDED, "Unknown", LOST, str(error)),), reason=LOST)
+            notice(self.body, LOST, str(error), warning=True)
+            self._say("refused to start over: %s", error, level=logging.WARNING)
+            return
         except tuple(REFUSALS) as error:
             reason = REFUSALS[type(error)]
             await self._write(updates=((c.SUCCEEDED, "False", reason, str(error)),), reason=reason)
@@ -342,6 +352,8 @@ class RunWorker:
 
     async def _on_lease(self, lease: RunLease, resumed: bool) -> None:
         self.context.metrics.lease_acquisitions.inc()
+        if not resumed:  # about to start from the input: unless the store lost the run
+            await refuse_fresh_start_if_lost(self.context, self.namespace, self.name, lease)
         reason = "Resuming" if resumed else "Running"
         await self.status.take_over(
             lease.holder,

@@ -56,6 +56,7 @@ from agentrun.stores.redis._shared import (
     UnreadableRecordError,
 )
 from agentrun.stores.redis.checkpoints import DEFAULT_MAX_VALUE_BYTES, RedisCheckpointStore
+from agentrun.stores.redis.eviction import refuse_evicting_server
 from agentrun.stores.redis.history import RedisHistoryStore
 from agentrun.stores.redis.idempotency import RedisIdempotencyStore
 from agentrun.stores.redis.leases import RedisLeaseStore
@@ -120,17 +121,23 @@ def _size(url: str, value: str) -> int:
 async def open_backend(url: str) -> Backend:
     """Open the five Redis stores ``url`` names (the forms are in this module's docstring).
 
-    A single server is not contacted until a store is used, so a Redis that is briefly down at
-    start-up costs the first calls, not the process. A Cluster's slot map is read here, once:
-    left to the first calls, many of them racing the driver's lazy start-up (redis-py 8) can
-    break each other's connections. A Cluster that cannot be reached raises
+    The server is asked for its ``maxmemory-policy`` first, and one that may evict keys is
+    refused with ``ConfigurationError`` (see ``eviction``). A Cluster's slot map is read here
+    too, once: left to the first calls, many of them racing the driver's lazy start-up
+    (redis-py 8) can break each other's connections. A server that cannot be reached raises
     ``StoreUnavailableError`` (retryable).
     """
     options = _StoreURL.parse(url)
     client = await options.client()
-    return backend_on(
+    backend = backend_on(
         client, prefix=options.prefix, max_value_bytes=options.max_value_bytes, url=url
     )
+    try:
+        await refuse_evicting_server(client, options.where)
+    except BaseException:
+        await backend.close()
+        raise
+    return backend
 
 
 async def open_client(url: str) -> Client:
@@ -148,6 +155,12 @@ class _StoreURL:
     cluster: bool
     prefix: str
     max_value_bytes: int
+
+    @property
+    def where(self) -> str:
+        """host:port, for messages: the URL itself may carry a password."""
+        parts = urlsplit(self.driver_url)
+        return f"{parts.hostname}:{parts.port or 6379}"
 
     @classmethod
     def parse(cls, url: str) -> _StoreURL:

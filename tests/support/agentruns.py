@@ -1,0 +1,81 @@
+"""What the operator tests look at: AgentRuns as kubectl shows them, and the world's records.
+
+``tests.kube.operator_agents`` writes every side effect (a booking, a text, a refund) to a
+SQLite file; counting its rows is how a test proves a call was made once and not twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from tests.support.kube import Kube
+from tests.support.operator import Operators, wait_for
+
+
+def count_effects(effects: Path, kind: str, detail_like: str = "%") -> int:
+    with sqlite3.connect(effects, timeout=10) as connection:
+        connection.execute("CREATE TABLE IF NOT EXISTS effects (kind TEXT, detail TEXT)")
+        return int(
+            connection.execute(
+                "SELECT count(*) FROM effects WHERE kind = ? AND detail LIKE ?", (kind, detail_like)
+            ).fetchone()[0]
+        )
+
+
+def run_manifest(name: str, agent: str, *, extra: str = "", ttl: int = 5) -> str:
+    return (
+        textwrap.dedent(f"""\
+        apiVersion: agentrun.dev/v1alpha1
+        kind: AgentRun
+        metadata:
+          name: {name}
+        spec:
+          agent: {agent}
+          input: go
+          leasePolicy:
+            ttlSeconds: {ttl}
+            renewWithinSeconds: 2
+        """)
+        + extra
+    )
+
+
+def apply_run(kube: Kube, name: str, agent: str, *, extra: str = "", ttl: int = 5) -> None:
+    kube.kubectl("apply", "-f", "-", stdin=run_manifest(name, agent, extra=extra, ttl=ttl))
+
+
+def get_run(kube: Kube, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(kube.kubectl("get", "agentrun", name, "-o", "json").stdout)
+    return found
+
+
+def condition(kube: Kube, name: str, type_: str) -> dict[str, Any]:
+    for found in (get_run(kube, name).get("status") or {}).get("conditions") or ():
+        if found["type"] == type_:
+            return dict(found)
+    return {}
+
+
+def has_condition(
+    kube: Kube, name: str, type_: str, status: str, reason: str | None = None
+) -> bool:
+    found = condition(kube, name, type_)
+    return found.get("status") == status and reason in (None, found.get("reason"))
+
+
+def book_slowly(kube: Kube, operators: Operators, effects: Path, name: str, ttl: int = 5) -> int:
+    """Apply a ``slowbook`` run and wait until it has booked; the bookings made before it."""
+    before = count_effects(effects, "booking")
+    apply_run(kube, name, "slowbook", ttl=ttl)
+    wait_for(
+        "the booking", lambda: count_effects(effects, "booking") == before + 1, 60, operators.logs
+    )
+    return before
+
+
+def lease_of(kube: Kube, name: str) -> dict[str, Any]:
+    return dict((get_run(kube, name).get("status") or {}).get("lease") or {})
