@@ -7,8 +7,10 @@ A sample is a ``console`` block right after an HTML comment naming the state it 
 Each ``$ `` line is run by bash with this checkout's ``agentrun`` first on ``PATH`` and the
 scenario's store in ``AGENTRUN_STORE``; the lines after it, up to the next ``$ ``, are what it must
 print (stdout and stderr together, in order). ``<!-- sample: continue -->`` carries on from the
-state the previous sample of the same file left. In expected output a line ``...`` stands for any
-number of lines, and a line ending in ``...`` for any line starting with what precedes it.
+state the previous sample of the same file left. A sample that needs a Kubernetes API server is
+checked by a test under tests/kube instead, named in the annotation
+(``<!-- sample: checked-by tests/kube/FILE -->``). In expected output a line ``...`` stands for
+any number of lines, and a line ending in ``...`` for any line starting with what precedes it.
 Timestamps and the seconds left on a lease are compared as shapes, not values.
 """
 
@@ -21,7 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 
-_ANNOTATION = re.compile(r"^<!-- sample: (?P<scenario>[\w-]+)(?P<args>(?: [\w-]+(?:=\S+)?)*) -->$")
+_ANNOTATION = re.compile(
+    r"^<!-- sample: (?P<scenario>[\w-]+)(?P<args>(?: [\w./-]+(?:=\S+)?)*) -->$"
+)
 _VOLATILE = (
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?\+00:00"), "<TIME>"),
     (re.compile(r"\b\d+\.\ds left\b"), "<S>s left"),

@@ -21,10 +21,11 @@ import pytest
 
 from agentrun.demo import services
 from agentrun.stores.backend import open_backend
-from tests.docs.samples import Sample, matches, samples, unchecked_output
+from tests.docs.samples import ROOT, Sample, matches, samples, unchecked_output
 from tests.support.cli import COMMAND, cli_env
 
-SAMPLES = samples()
+SAMPLES = [sample for sample in samples() if sample.scenario != "checked-by"]
+CHECKED_ELSEWHERE = [sample for sample in samples() if sample.scenario == "checked-by"]
 
 
 @dataclass
@@ -133,6 +134,13 @@ def _world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
 
 def test_every_console_block_that_shows_output_is_checked() -> None:
     assert unchecked_output() == []
+
+
+@pytest.mark.parametrize("sample", CHECKED_ELSEWHERE, ids=lambda sample: sample.name)
+def test_a_sample_checked_elsewhere_names_a_test_that_reads_its_document(sample: Sample) -> None:
+    (test,) = sample.arguments
+    source = (ROOT / test).read_text()
+    assert sample.document.name in source, f"{test} does not read {sample.document.name}"
 
 
 def _chains() -> list[list[Sample]]:
