@@ -64,7 +64,10 @@ MaybeSecret = str | SecretReference
 
 
 class SecretUnavailableError(AgentRunError):
-    """A referenced secret could not be read; nothing was sent that needed it."""
+    """A referenced secret could not be read; nothing was sent that needed it. Retryable: a
+    secret is often created after what refers to it."""
+
+    retryable = True
 
     def __init__(self, ref: SecretKeyRef, why: str) -> None:
         self.ref = ref

@@ -12,7 +12,6 @@ refused with the field's path and what would fit.
 from __future__ import annotations
 
 import string
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field, JsonValue, field_validator, model_validator
@@ -20,18 +19,7 @@ from pydantic import Field, JsonValue, field_validator, model_validator
 from agentrun._base import SpecModel
 from agentrun.runner.pricing import ModelPrice
 from agentrun.runner.secrets import MaybeSecret, SecretReference
-
-
-class Disposition(StrEnum):
-    """What repeating a tool's call would do, which decides what a resume does with it.
-
-    ``read_only`` and ``idempotent`` calls are simply made again when a crash leaves one
-    undecided; a ``side_effecting`` one is refused as indeterminate until a person answers.
-    """
-
-    READ_ONLY = "read_only"
-    IDEMPOTENT = "idempotent"
-    SIDE_EFFECTING = "side_effecting"
+from agentrun.runner.tools import Disposition
 
 
 class RequestSettings(SpecModel):
@@ -53,7 +41,9 @@ class ModelSpec(RequestSettings):
     name: str = Field(min_length=1)
     base_url: str | None = Field(default=None, alias="baseURL")
     api_key: SecretReference | None = None
-    price: ModelPrice | None = None
+    price: ModelPrice
+    """What a million tokens cost (0 for a model that costs nothing): every call is charged, and a
+    budget can only stop a run whose calls have a price."""
 
 
 class ToolOverride(SpecModel):

@@ -21,6 +21,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol, get_type_hints
 
 from pydantic import ConfigDict, JsonValue, ValidationError, create_model
@@ -31,8 +32,29 @@ ToolFunction = Callable[..., Awaitable[Any]]
 KEY_PARAMETER = "idempotency_key"
 
 
+class Disposition(StrEnum):
+    """What repeating a tool's call would do, which decides what a resume does with it.
+
+    ``read_only`` and ``idempotent`` calls are simply made again when a crash leaves one
+    undecided; a ``side_effecting`` one is refused as indeterminate until a person answers.
+    """
+
+    READ_ONLY = "read_only"
+    IDEMPOTENT = "idempotent"
+    SIDE_EFFECTING = "side_effecting"
+
+
 class ToolError(AgentRunError):
     """A tool's deliberate refusal: it did not act, and says why (told to the model)."""
+
+
+class ToolTransportError(AgentRunError):
+    """A remote tool was sent the call and no answer came back (or a failure that does not say
+    whether it acted): nobody knows whether the effect happened. A call that is safe to repeat
+    is simply made again on resume (so this is retryable); for any other the loop reports the
+    call indeterminate."""
+
+    retryable = True
 
 
 class ToolArgumentsError(AgentRunError):
@@ -139,6 +161,14 @@ class Tool:
     @property
     def safe_to_repeat(self) -> bool:
         return self.read_only or self.idempotent
+
+    @property
+    def disposition(self) -> Disposition:
+        if self.read_only:
+            return Disposition.READ_ONLY
+        if self.idempotent:
+            return Disposition.IDEMPOTENT
+        return Disposition.SIDE_EFFECTING
 
     def schema(self) -> dict[str, JsonValue]:
         """What a provider shows the model: name, description, JSON schema of the arguments."""

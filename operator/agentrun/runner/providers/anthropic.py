@@ -97,6 +97,7 @@ class AnthropicMessagesProvider:
     ) -> None:
         """As ``OpenAIChatProvider``: the key is read for each request, None sends none."""
         self.settings = settings or RequestSettings()
+        self.owns_pool = http_client is None
         self.endpoint = sdk.KeyedEndpoint(base_url, api_key, secrets)
         self.client = AsyncAnthropic(
             api_key=sdk.KEY_PLACEHOLDER,
@@ -147,4 +148,6 @@ class AnthropicMessagesProvider:
         return await self.endpoint.ask(FAILURES, send, _reply)
 
     async def aclose(self) -> None:
-        await self.client.close()
+        """Close the SDK's own pool; a client that was given is its owner's to close."""
+        if self.owns_pool:
+            await self.client.close()

@@ -81,6 +81,7 @@ class OpenAIChatProvider:
         None sends no ``Authorization``, as a local server wants. ``http_client`` shares a pool
         with other clients; without one the SDK makes its own (close it with ``aclose``)."""
         self.settings = settings or RequestSettings()
+        self.owns_pool = http_client is None
         self.endpoint = sdk.KeyedEndpoint(base_url, api_key, secrets)
         self.client = AsyncOpenAI(
             api_key=sdk.KEY_PLACEHOLDER,
@@ -122,4 +123,6 @@ class OpenAIChatProvider:
         return await self.endpoint.ask(FAILURES, send, _reply)
 
     async def aclose(self) -> None:
-        await self.client.close()
+        """Close the SDK's own pool; a client that was given is its owner's to close."""
+        if self.owns_pool:
+            await self.client.close()
