@@ -57,6 +57,8 @@ class McpBooks:
     texts: list[tuple[str, str]] = field(default_factory=list)
     held: dict[str, threading.Event] = field(default_factory=dict)
     severed: int = 0
+    server: MCPServer | None = None
+    """The server itself, to change what it lists (``remove_tool``) while it runs."""
 
     def made(self, tool: str) -> list[Call]:
         return [call for call in self.calls if call.tool == tool]
@@ -182,6 +184,7 @@ def serving() -> Iterator[McpBooks]:
             raise RuntimeError("the MCP server did not start")
         time.sleep(0.01)
     books.url = f"http://127.0.0.1:{port}/mcp"
+    books.server = server
     try:
         yield books
     finally:

@@ -46,12 +46,14 @@ class Turn:
 @dataclass(frozen=True)
 class Fault:
     """What to answer one request with instead of the script: a status (with ``Retry-After``
-    seconds when given), or no answer at all (``drop``)."""
+    seconds when given), no answer at all (``drop``), or a 200 whose body is not a reply
+    (``garbled``)."""
 
     status: int = 0
     retry_after: float | None = None
     message: str = "scripted failure"
     drop: bool = False
+    garbled: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,21 @@ class ModelServer:
         """The base URL an Anthropic client is given (it appends ``/v1/messages``)."""
         return self.url
 
-    def fail(self, status: int, *, times: int = 1, retry_after: float | None = None) -> None:
+    def fail(
+        self,
+        status: int,
+        *,
+        times: int = 1,
+        retry_after: float | None = None,
+        message: str = "scripted failure",
+    ) -> None:
         """Answer the next ``times`` requests with ``status`` (and ``Retry-After``)."""
-        self.faults.extend(Fault(status=status, retry_after=retry_after) for _ in range(times))
+        fault = Fault(status=status, retry_after=retry_after, message=message)
+        self.faults.extend(fault for _ in range(times))
+
+    def garble(self) -> None:
+        """Answer the next request 200 with a body that is no reply at all."""
+        self.faults.append(Fault(status=200, garbled=True))
 
     def drop(self, *, times: int = 1) -> None:
         """Close the connection of the next ``times`` requests without answering."""
@@ -180,6 +194,8 @@ class ModelServer:
                 assert request.transport is not None
                 request.transport.abort()
                 raise asyncio.CancelledError  # aiohttp's way of leaving a request unanswered
+            if fault is not None and fault.garbled:
+                return web.json_response({"choices": None, "content": None, "usage": None})
             if fault is not None:
                 headers = {}
                 if fault.retry_after is not None:
@@ -218,18 +234,31 @@ def serving(
 @contextmanager
 def run_in_thread(app: web.Application, name: str) -> Iterator[str]:
     """Serve an aiohttp ``app`` on 127.0.0.1 from a thread with its own loop; its base URL."""
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
-    loop.run_until_complete(site.start())
-    port = runner.addresses[0][1]
-    thread = threading.Thread(target=loop.run_forever, name=name, daemon=True)
+    started = threading.Event()
+    where: list[str] = []
+    stopping: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    async def serve() -> None:
+        runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
+        await site.start()
+        stop = asyncio.Event()
+        stopping.append((asyncio.get_running_loop(), stop))
+        where.append(f"http://127.0.0.1:{runner.addresses[0][1]}")
+        started.set()
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    thread = threading.Thread(target=lambda: asyncio.run(serve()), name=name, daemon=True)
     thread.start()
+    if not started.wait(timeout=30):
+        raise RuntimeError(f"the {name} did not start")
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield where[0]
     finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
-        loop.call_soon_threadsafe(loop.stop)
+        loop, stop = stopping[0]
+        loop.call_soon_threadsafe(stop.set)
         thread.join(timeout=10)
-        loop.close()
