@@ -139,17 +139,20 @@ def _severing(books: McpBooks, app: Any) -> Any:
         body = b"".join(chunk.get("body", b"") for chunk in chunks)
 
         async def replay() -> Message:
-            return chunks.pop(0) if chunks else {"type": "http.disconnect"}
+            return chunks.pop(0) if chunks else await receive()
 
         if b'"tools/call"' not in body:
             await app(scope, replay, send)
             return
         books.severed -= 1
+        answered = asyncio.Event()
 
         async def swallow(message: Message) -> None:
-            pass
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                answered.set()
 
         await app(scope, replay, swallow)
+        await asyncio.wait_for(answered.wait(), timeout=30)  # the tool has run and answered
         await send({"type": "http.response.start", "status": 502, "headers": []})
         await send({"type": "http.response.body", "body": b"bad gateway"})
 
