@@ -166,6 +166,7 @@ class AgentRunner:
         on_boundary: BoundaryObserver | None = None,
         on_lease: Callable[[RunLease, bool], Awaitable[None]] | None = None,
         on_result: Callable[[RunResult], Awaitable[None]] | None = None,
+        spans: Tracer | None = None,
     ) -> AgentRunner:
         """A runner for ``registered`` over all five stores of ``backend``, the transcript out
         of line in its history store: what the CLI and the operator both run."""
@@ -183,6 +184,7 @@ class AgentRunner:
             on_boundary=on_boundary,
             on_lease=on_lease,
             on_result=on_result,
+            spans=spans,
         )
 
     # -- entry points -------------------------------------------------------------------------
