@@ -1,4 +1,4 @@
-"""Providers of either kind, pointed at the fake model server (``agentrun.testing.model_server``)."""
+"""Providers of either kind, pointed at the fake model server (``testing.model_server``)."""
 
 from __future__ import annotations
 

@@ -181,9 +181,11 @@ async def test_an_error_result_is_the_tool_answering_and_is_told_to_the_model(
     )
     assert result.status is RunStatus.COMPLETED
     told = tool_results(result.messages)["c0_0"]
-    assert told.startswith("error: ") and "charge_card" in told
+    assert told.startswith("error: ")
+    assert "charge_card" in told
     record = await memory.idempotency.read("t", "r", marker_key("c0_0"))
-    assert record is not None and record.state is ClaimState.COMPLETED
+    assert record is not None
+    assert record.state is ClaimState.COMPLETED
 
 
 async def test_arguments_that_do_not_fit_the_listed_schema_are_never_sent(
@@ -260,7 +262,8 @@ async def test_fixed_arguments_are_hidden_from_the_model_and_added_to_the_call(
     ).run(agent(sms), "go", tenant="t", run_id="r")
     assert airline.texts == [("airline-token-1", "hi")]
     second = tool_results(result.messages)["c1_0"]
-    assert second.startswith("error: ") and "phone is set by the tool's configuration" in second
+    assert second.startswith("error: ")
+    assert "phone is set by the tool's configuration" in second
 
 
 async def test_listing_again_sees_a_changed_server_and_the_revision_pins_runs(

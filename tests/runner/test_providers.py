@@ -218,7 +218,8 @@ async def test_when_retries_run_out_the_run_stops_with_the_endpoints_message_and
         assert "answered 503: overloaded, try later (after 3 attempts)" in str(error)
         assert "resume it once the endpoint answers" in str(error)
         latest = await runner(memory, asked).checkpoints.latest("t", "r")
-        assert latest is not None and latest.boundary is Boundary.AFTER_TOOL_RESULT
+        assert latest is not None
+        assert latest.boundary is Boundary.AFTER_TOOL_RESULT
         # The endpoint answers again: a resume finishes the run without making the call again.
         result = await runner(memory, asked, prices=prices, holder="worker-b").resume(
             defined, "r", tenant="t"

@@ -27,6 +27,7 @@ from agentrun.runner.decisions import decide, resolve
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.registry import RegisteredAgent, load_agent, registered_agents
 from agentrun.runner.results import RunResult
+from agentrun.runner.tracing import export_if_configured
 from agentrun.stores.backend import Backend, open_backend
 
 DEFAULT_STORE = "sqlite:///./.agentrun/state.db"
@@ -335,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "kube", False) is False and getattr(args, "tenant", "") is None:
         parser.error(f"{args.command}: --tenant is required (or --kube for an AgentRun)")
     try:
+        export_if_configured()
         if args.command == "schema":
             return _schema(args)
         if args.command == "agents":

@@ -29,10 +29,14 @@ def _secret(name: str, key: str) -> dict[str, object]:
     return {"valueFrom": {"secretKeyRef": {"name": name, "key": key}}}
 
 
+TOOLS = ("search_flights", "book_flight", "charge_card", "send_sms")
+
+
 def booking_spec(
     *, provider: Literal["openai", "anthropic"], model_url: str, mcp_url: str, max_retries: int = 2
 ) -> AgentSpec:
     """The booking agent, as a person would write it (camelCase, as in an ``Agent``)."""
+    token = {**_secret(*AIRLINE_TOKEN), "prefix": "Bearer "}
     return AgentSpec.model_validate(
         {
             "model": {
@@ -50,8 +54,8 @@ def booking_spec(
                     {
                         "name": "airline",
                         "url": mcp_url,
-                        "headers": {"Authorization": {**_secret(*AIRLINE_TOKEN), "prefix": "Bearer "}},
-                        "allowedTools": ["search_flights", "book_flight", "charge_card", "send_sms"],
+                        "headers": {"Authorization": token},
+                        "allowedTools": list(TOOLS),
                         "tools": {
                             "book_flight": {"keyArguments": ["flight", "passenger"]},
                             "charge_card": {"keyArguments": ["order_id"]},

@@ -145,8 +145,3 @@ class Revealed:
         for secret in sorted(set(self.values), key=len, reverse=True):
             text = text.replace(secret, MASK)
         return text
-
-
-def references(values: Mapping[str, MaybeSecret]) -> list[str]:
-    """The names whose value is a secret reference."""
-    return [name for name, value in values.items() if isinstance(value, SecretReference)]

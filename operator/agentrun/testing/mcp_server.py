@@ -76,15 +76,16 @@ class McpBooks:
 
     async def _acted(self, tool: str) -> None:
         waiting = self.held.get(tool)
-        while waiting is not None and not waiting.is_set():
-            await asyncio.sleep(0.02)
+        if waiting is not None:
+            await asyncio.to_thread(waiting.wait)
 
 
 def _record(books: McpBooks, tool: str, arguments: dict[str, Any], context: Context) -> str | None:
     meta = context.request_context.meta or {}
-    key = meta.get(IDEMPOTENCY_META)
+    given = meta.get(IDEMPOTENCY_META)
+    key = given if isinstance(given, str) else None
     books.calls.append(Call(tool, arguments, key, dict(context.headers or {})))
-    return key if isinstance(key, str) else None
+    return key
 
 
 def booking_server(books: McpBooks) -> MCPServer:

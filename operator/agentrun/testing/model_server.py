@@ -204,9 +204,7 @@ class ModelServer:
                     self._error(request.path, fault), status=fault.status, headers=headers
                 )
             answer = (
-                self._anthropic(body)
-                if request.path.endswith("/messages")
-                else self._openai(body)
+                self._anthropic(body) if request.path.endswith("/messages") else self._openai(body)
             )
             self.answered += 1
             return web.json_response(answer)
