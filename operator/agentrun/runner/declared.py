@@ -23,9 +23,9 @@ from agentrun.runner.connections import Connections
 from agentrun.runner.http_tool import http_tool
 from agentrun.runner.mcp_tools import DiscoveredTool, McpServer
 from agentrun.runner.pricing import PriceTable
-from agentrun.runner.providers.anthropic import ANTHROPIC_URL, AnthropicMessagesProvider
+from agentrun.runner.providers.anthropic import AnthropicMessagesProvider
 from agentrun.runner.providers.base import Provider
-from agentrun.runner.providers.openai import OPENAI_URL, OpenAIChatProvider
+from agentrun.runner.providers.openai import OpenAIChatProvider
 from agentrun.runner.registry import RegisteredAgent
 from agentrun.runner.secrets import SecretResolver
 from agentrun.runner.spec import AgentSpec, ModelSpec
@@ -35,21 +35,13 @@ from agentrun.runner.tools import Tool
 def _provider(
     model: ModelSpec, connections: Connections, secrets: SecretResolver | None
 ) -> Provider:
-    http = connections.client()
-    if model.provider == "anthropic":
-        return AnthropicMessagesProvider(
-            model.base_url or ANTHROPIC_URL,
-            api_key=model.api_key,
-            secrets=secrets,
-            settings=model,
-            http_client=http,
-        )
-    return OpenAIChatProvider(
-        model.base_url or OPENAI_URL,
+    kind = AnthropicMessagesProvider if model.provider == "anthropic" else OpenAIChatProvider
+    return kind(
+        model.base_url,
         api_key=model.api_key,
         secrets=secrets,
         settings=model,
-        http_client=http,
+        http_client=connections.client(),
     )
 
 

@@ -16,8 +16,7 @@ wrote, and a trace backend is not a place that masks.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Tracer
@@ -51,73 +50,57 @@ CALL_ID = "gen_ai.tool.call.id"
 CHECKPOINT_EVENT = "agentrun.checkpoint"
 
 
+Attributes = dict[str, str | int | bool]
+
+
 def tracer() -> Tracer:
     """The kit's tracer from the global provider (a no-op one until an SDK is installed)."""
     return trace.get_tracer(TRACER_NAME)
 
 
-@contextmanager
 def run_span(
     spans: Tracer, *, agent: str, revision: str, run_id: str, tenant: str, fence: int,
     resumed: bool,
-) -> Iterator[Span]:  # fmt: skip
-    with spans.start_as_current_span(
-        f"invoke_agent {agent}",
-        attributes={
-            OPERATION: "invoke_agent",
-            AGENT: agent,
-            REVISION: revision,
-            RUN_ID: run_id,
-            TENANT: tenant,
-            FENCE: fence,
-            RESUMED: resumed,
-        },
-    ) as span:
-        yield span
+) -> AbstractContextManager[Span]:  # fmt: skip
+    attributes: Attributes = {AGENT: agent, REVISION: revision, RESUMED: resumed}
+    return _span(spans, f"invoke_agent {agent}", "invoke_agent", run_id, tenant, fence, attributes)
 
 
-@contextmanager
 def model_span(
     spans: Tracer, *, model: str, run_id: str, tenant: str, fence: int, iteration: int
-) -> Iterator[Span]:
-    with spans.start_as_current_span(
-        f"chat {model}",
+) -> AbstractContextManager[Span]:
+    attributes: Attributes = {MODEL: model, ITERATION: iteration}
+    return _span(spans, f"chat {model}", "chat", run_id, tenant, fence, attributes)
+
+
+def tool_span(
+    spans: Tracer, *, tool: str, call_id: str, disposition: str, keyed: bool, run_id: str,
+    tenant: str, fence: int,
+) -> AbstractContextManager[Span]:  # fmt: skip
+    attributes: Attributes = {TOOL: tool, CALL_ID: call_id, DISPOSITION: disposition, KEYED: keyed}
+    return _span(spans, f"execute_tool {tool}", "execute_tool", run_id, tenant, fence, attributes)
+
+
+def _span(
+    spans: Tracer, name: str, operation: str, run_id: str, tenant: str, fence: int,
+    attributes: Attributes,
+) -> AbstractContextManager[Span]:  # fmt: skip
+    """A span in progress while the block runs; an exception leaving it is recorded on it."""
+    return spans.start_as_current_span(
+        name,
         attributes={
-            OPERATION: "chat",
-            MODEL: model,
+            OPERATION: operation,
             RUN_ID: run_id,
             TENANT: tenant,
             FENCE: fence,
-            ITERATION: iteration,
+            **attributes,
         },
-    ) as span:
-        yield span
+    )
 
 
 def record_usage(span: Span, usage: Usage) -> None:
     span.set_attribute(INPUT_TOKENS, usage.input_tokens)
     span.set_attribute(OUTPUT_TOKENS, usage.output_tokens)
-
-
-@contextmanager
-def tool_span(
-    spans: Tracer, *, tool: str, call_id: str, disposition: str, keyed: bool, run_id: str,
-    tenant: str, fence: int,
-) -> Iterator[Span]:  # fmt: skip
-    with spans.start_as_current_span(
-        f"execute_tool {tool}",
-        attributes={
-            OPERATION: "execute_tool",
-            TOOL: tool,
-            CALL_ID: call_id,
-            DISPOSITION: disposition,
-            KEYED: keyed,
-            RUN_ID: run_id,
-            TENANT: tenant,
-            FENCE: fence,
-        },
-    ) as span:
-        yield span
 
 
 def checkpoint_event(boundary: Boundary, *, written: bool, fence: int) -> None:

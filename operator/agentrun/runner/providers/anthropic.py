@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import anthropic
-import httpx2
 from anthropic import AsyncAnthropic
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import TextBlock, ToolUseBlock
@@ -21,8 +20,6 @@ from pydantic import JsonValue
 from agentrun.messages import Message, ToolCall, Usage
 from agentrun.runner.providers import sdk
 from agentrun.runner.providers.base import ModelReply
-from agentrun.runner.secrets import MaybeSecret, SecretResolver
-from agentrun.runner.spec import RequestSettings
 
 FAILURES = sdk.Failures(
     anthropic.APIStatusError, anthropic.APIConnectionError, anthropic.APIResponseValidationError
@@ -85,27 +82,13 @@ def _reply(answer: AnthropicMessage) -> ModelReply:
     )
 
 
-class AnthropicMessagesProvider:
-    def __init__(
-        self,
-        base_url: str = ANTHROPIC_URL,
-        *,
-        api_key: MaybeSecret | None = None,
-        secrets: SecretResolver | None = None,
-        settings: RequestSettings | None = None,
-        http_client: httpx2.AsyncClient | None = None,
-    ) -> None:
-        """As ``OpenAIChatProvider``: the key is read for each request, None sends none."""
-        self.settings = settings or RequestSettings()
-        self.owns_pool = http_client is None
-        self.endpoint = sdk.KeyedEndpoint(base_url, api_key, secrets)
-        self.client = AsyncAnthropic(
-            api_key=sdk.KEY_PLACEHOLDER,
-            base_url=base_url,
-            timeout=self.settings.timeout_seconds,
-            max_retries=self.settings.max_retries,
-            http_client=http_client,
-        )
+class AnthropicMessagesProvider(sdk.SdkProvider[AsyncAnthropic]):
+    """The Messages API through ``AsyncAnthropic``; see the module's notes."""
+
+    default_url = ANTHROPIC_URL
+
+    def connect(self, **options: Any) -> AsyncAnthropic:
+        return AsyncAnthropic(**options)
 
     async def complete(
         self,
@@ -146,8 +129,3 @@ class AnthropicMessagesProvider:
             return answer
 
         return await self.endpoint.ask(FAILURES, send, _reply)
-
-    async def aclose(self) -> None:
-        """Close the SDK's own pool; a client that was given is its owner's to close."""
-        if self.owns_pool:
-            await self.client.close()

@@ -12,7 +12,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import httpx2
 import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
@@ -21,8 +20,6 @@ from pydantic import JsonValue
 from agentrun.messages import Message, ToolCall, Usage
 from agentrun.runner.providers import sdk
 from agentrun.runner.providers.base import ModelReply
-from agentrun.runner.secrets import MaybeSecret, SecretResolver
-from agentrun.runner.spec import RequestSettings
 
 FAILURES = sdk.Failures(
     openai.APIStatusError, openai.APIConnectionError, openai.APIResponseValidationError
@@ -67,29 +64,13 @@ def _reply(completion: ChatCompletion) -> ModelReply:
     )
 
 
-class OpenAIChatProvider:
-    def __init__(
-        self,
-        base_url: str = OPENAI_URL,
-        *,
-        api_key: MaybeSecret | None = None,
-        secrets: SecretResolver | None = None,
-        settings: RequestSettings | None = None,
-        http_client: httpx2.AsyncClient | None = None,
-    ) -> None:
-        """``api_key`` is read for each request (a ``SecretReference`` through ``secrets``);
-        None sends no ``Authorization``, as a local server wants. ``http_client`` shares a pool
-        with other clients; without one the SDK makes its own (close it with ``aclose``)."""
-        self.settings = settings or RequestSettings()
-        self.owns_pool = http_client is None
-        self.endpoint = sdk.KeyedEndpoint(base_url, api_key, secrets)
-        self.client = AsyncOpenAI(
-            api_key=sdk.KEY_PLACEHOLDER,
-            base_url=base_url,
-            timeout=self.settings.timeout_seconds,
-            max_retries=self.settings.max_retries,
-            http_client=http_client,
-        )
+class OpenAIChatProvider(sdk.SdkProvider[AsyncOpenAI]):
+    """Chat completions through ``AsyncOpenAI``; see the module's notes."""
+
+    default_url = OPENAI_URL
+
+    def connect(self, **options: Any) -> AsyncOpenAI:
+        return AsyncOpenAI(**options)
 
     async def complete(
         self,
@@ -121,8 +102,3 @@ class OpenAIChatProvider:
             return answer
 
         return await self.endpoint.ask(FAILURES, send, _reply)
-
-    async def aclose(self) -> None:
-        """Close the SDK's own pool; a client that was given is its owner's to close."""
-        if self.owns_pool:
-            await self.client.close()

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import httpx2
 
 from agentrun.runner.providers.base import ModelReply, ProviderError
 from agentrun.runner.secrets import MaybeSecret, Revealed, SecretResolver
+from agentrun.runner.spec import RequestSettings
 
 RETRY_COUNT_HEADER = "x-stainless-retry-count"
 """The header both SDKs number each attempt's request with (0 on the first)."""
@@ -117,3 +118,49 @@ class KeyedEndpoint:
 
     def unreadable(self, error: Exception) -> ProviderError:
         return ProviderError(self.endpoint, f"sent a reply this provider cannot read: {error}")
+
+
+class SdkClient(Protocol):
+    async def close(self) -> None: ...
+
+
+Client = TypeVar("Client", bound=SdkClient)
+
+
+class SdkProvider(Generic[Client]):
+    """What both providers are: an SDK client made once, and the settings and key it is used
+    with. A subclass names its ``default_url`` and makes its SDK's client (``connect``)."""
+
+    default_url = ""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: MaybeSecret | None = None,
+        secrets: SecretResolver | None = None,
+        settings: RequestSettings | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        """``api_key`` is read for each request (a ``SecretReference`` through ``secrets``);
+        None sends none, as a local server wants. ``http_client`` shares a pool with other
+        clients (``Connections``); without one the SDK makes its own, which ``aclose`` closes."""
+        self.settings = settings or RequestSettings()
+        self.owns_pool = http_client is None
+        url = base_url or self.default_url
+        self.endpoint = KeyedEndpoint(url, api_key, secrets)
+        self.client = self.connect(
+            api_key=KEY_PLACEHOLDER,
+            base_url=url,
+            timeout=self.settings.timeout_seconds,
+            max_retries=self.settings.max_retries,
+            http_client=http_client,
+        )
+
+    def connect(self, **options: Any) -> Client:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close the SDK's own pool; a client that was given is its owner's to close."""
+        if self.owns_pool:
+            await self.client.close()
