@@ -235,7 +235,7 @@ class AgentRunner:
                 user=user,
                 stop=stop,
             )
-            return await self._drive(state, deadline, self._loop(state))
+            return await self._traced(state, deadline, self._loop(state))
 
     async def resume(
         self,
@@ -336,7 +336,7 @@ class AgentRunner:
         )
         if self.ledger is not None:
             state.cost_micros = await self.ledger.spent(state.tenant, state.run_id)
-        return await self._drive(state, deadline, self._resume_loop(state, checkpoint, plan))
+        return await self._traced(state, deadline, self._resume_loop(state, checkpoint, plan))
 
     async def _resume_loop(
         self, state: _Run, checkpoint: Checkpoint, plan: ResumePlan
@@ -366,9 +366,10 @@ class AgentRunner:
 
     # -- the loop -----------------------------------------------------------------------------
 
-    async def _drive(
+    async def _traced(
         self, state: _Run, deadline: float | None, work: Awaitable[RunResult]
     ) -> RunResult:
+        """``_drive`` inside the run's span, which ends saying how the run stopped."""
         with run_span(
             self.spans,
             agent=state.agent.name,
@@ -378,22 +379,28 @@ class AgentRunner:
             fence=state.fence,
             resumed=state.resumed,
         ) as span:
-            try:
-                async with asyncio.timeout(deadline):
-                    result = await work
-            except _Interrupted:
-                result = self._result(state, RunStatus.INTERRUPTED)
-            except _Paused as paused:
-                result = self._result(state, RunStatus.AWAITING_APPROVAL, approval=paused.approval)
-            except TimeoutError:
-                result = self._result(state, RunStatus.DEADLINE_EXCEEDED)
-            except BudgetExceededError:
-                result = self._result(state, RunStatus.BUDGET_EXCEEDED)
+            result = await self._drive(state, deadline, work)
             span.set_attribute(STATUS, result.status.value)
             record_usage(span, result.usage)
-            if self.on_result is not None:
-                await self.on_result(result)
             return result
+
+    async def _drive(
+        self, state: _Run, deadline: float | None, work: Awaitable[RunResult]
+    ) -> RunResult:
+        try:
+            async with asyncio.timeout(deadline):
+                result = await work
+        except _Interrupted:
+            result = self._result(state, RunStatus.INTERRUPTED)
+        except _Paused as paused:
+            result = self._result(state, RunStatus.AWAITING_APPROVAL, approval=paused.approval)
+        except TimeoutError:
+            result = self._result(state, RunStatus.DEADLINE_EXCEEDED)
+        except BudgetExceededError:
+            result = self._result(state, RunStatus.BUDGET_EXCEEDED)
+        if self.on_result is not None:
+            await self.on_result(result)
+        return result
 
     async def _loop(self, state: _Run) -> RunResult:
         tools = [each.schema() for each in state.agent.tools]
