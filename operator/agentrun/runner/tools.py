@@ -1,4 +1,5 @@
-"""Tools: async Python functions with a schema taken from their signature.
+"""Tools: async Python functions with a schema taken from their signature, or declared apart
+from it (``Tool.declared``: the JSON schema an MCP server lists or an HTTP tool's spec gives).
 
 A tool says three things the kit needs to keep a run from repeating a side effect:
 
@@ -11,8 +12,9 @@ A tool says three things the kit needs to keep a run from repeating a side effec
 * ``requires_approval`` — the run checkpoints ``before_approval`` and stops until a person decides.
 
 A tool that raises ``ToolError`` answered (the answer is recorded and shown to the model). Any
-other exception means nobody knows whether the effect happened: the claim is left in flight, the
-live run fails, and a resume reports the call as indeterminate.
+other exception (``ToolTransportError`` from a remote tool) means nobody knows whether the effect
+happened: the claim is left in flight, the live run fails, and a resume reports the call as
+indeterminate.
 """
 
 from __future__ import annotations
