@@ -188,6 +188,22 @@ async def test_an_error_result_is_the_tool_answering_and_is_told_to_the_model(
     assert record.state is ClaimState.COMPLETED
 
 
+async def test_a_call_the_server_refuses_to_run_is_answered_not_indeterminate(
+    airline: McpBooks, pool: Connections, memory: MemoryBackend
+) -> None:
+    tools = await _tools(airline, pool)
+    airline.refuse()
+    charge = {"order_id": "o-1", "amount_cents": 4200}
+    result = await runner(memory, script([("charge_card", charge)], "done")).run(
+        agent(tools["charge_card"]), "go", tenant="t", run_id="r"
+    )
+    assert result.status is RunStatus.COMPLETED
+    assert tool_results(result.messages)["c0_0"] == (
+        "error: MCP server 'airline' refused the call: refused: these arguments do not fit"
+    )
+    assert airline.calls == []
+
+
 async def test_arguments_that_do_not_fit_the_listed_schema_are_never_sent(
     airline: McpBooks, pool: Connections, memory: MemoryBackend
 ) -> None:

@@ -19,7 +19,9 @@ no session state that can go stale between calls — a server restart or its idl
 otherwise fail the next call after it was handed over, making a destructive call indeterminate
 that was never sent. What the outcomes mean:
 
-* a result with ``isError`` is the tool answering that it failed: ``ToolError``, told to the model;
+* a result with ``isError`` is the tool answering that it failed, and a JSON-RPC error saying the
+  server did not run the call (unknown tool, invalid arguments) is the server refusing it: both
+  are ``ToolError``, told to the model;
 * a session that cannot be opened means ``tools/call`` was never sent: ``ToolError`` too (the
   call was not made, and the model is told so);
 * anything that goes wrong once ``tools/call`` is on its way is ``ToolTransportError``: nobody
@@ -34,9 +36,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult, RequestParamsMeta, TextContent
+from mcp.types import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    CallToolResult,
+    RequestParamsMeta,
+    TextContent,
+)
 from mcp.types import Tool as McpTool
 
 from agentrun.errors import ConfigurationError
@@ -90,11 +98,26 @@ def _text(result: CallToolResult) -> str:
     )
 
 
-def _flattened(error: BaseException) -> str:
-    """An error as one line, through the exception groups the SDK's task groups wrap it in."""
+REFUSALS = frozenset({INVALID_PARAMS, METHOD_NOT_FOUND})
+"""JSON-RPC errors by which a server says it did not run the call (unknown tool, arguments that
+do not fit); any other error leaves open whether it did."""
+
+
+def _innermost(error: BaseException) -> BaseException:
+    """The error inside the exception groups the SDK's task groups wrap it in."""
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
-    return f"{type(error).__name__}: {error}"
+    return error
+
+
+def _refusal(error: BaseException) -> str | None:
+    inner = _innermost(error)
+    return inner.message if isinstance(inner, MCPError) and inner.code in REFUSALS else None
+
+
+def _flattened(error: BaseException) -> str:
+    inner = _innermost(error)
+    return f"{type(inner).__name__}: {inner}"
 
 
 class McpServer:
@@ -215,6 +238,10 @@ class McpServer:
                 raise ToolError(
                     f"the call was not made: MCP server {self.spec.name!r} at {self.spec.url} "
                     f"could not be reached ({said})"
+                ) from error
+            elif (refusal := _refusal(error)) is not None:
+                raise ToolError(
+                    f"MCP server {self.spec.name!r} refused the call: {revealed.scrub(refusal)}"
                 ) from error
             else:
                 raise ToolTransportError(

@@ -12,7 +12,7 @@ The server keeps its own books (``calls``, ``bookings``, ``charges``, ``texts``)
 second charge would show up. ``hold(tool)`` makes that tool's next call wait, once it has acted,
 until ``release`` — the moment a test kills the caller. ``sever(times)`` lets the next
 ``tools/call`` requests run and then answers them with 502, so the caller cannot know whether
-they acted.
+they acted; ``refuse(times)`` answers them with a JSON-RPC error instead of running them.
 
 It runs under uvicorn in a thread of its own (``serving``), like ``model_server``.
 """
@@ -28,11 +28,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
+from mcp.types import INVALID_PARAMS, ToolAnnotations
 from starlette.types import Message, Receive, Scope, Send
 
 IDEMPOTENCY_META = "dev.agentrun/idempotency-key"
@@ -56,7 +56,7 @@ class McpBooks:
     charges: list[tuple[str, int]] = field(default_factory=list)
     texts: list[tuple[str, str]] = field(default_factory=list)
     held: dict[str, threading.Event] = field(default_factory=dict)
-    severed: int = 0
+    faults: list[Literal["sever", "refuse"]] = field(default_factory=list)
     server: MCPServer | None = None
     """The server itself, to change what it lists (``remove_tool``) while it runs."""
 
@@ -72,7 +72,12 @@ class McpBooks:
 
     def sever(self, times: int = 1) -> None:
         """Run the next ``times`` ``tools/call`` requests, then answer each with 502."""
-        self.severed += times
+        self.faults.extend(["sever"] * times)
+
+    def refuse(self, times: int = 1) -> None:
+        """Answer the next ``times`` ``tools/call`` requests with a JSON-RPC error (invalid
+        params), without running them."""
+        self.faults.extend(["refuse"] * times)
 
     async def _acted(self, tool: str) -> None:
         waiting = self.held.get(tool)
@@ -127,11 +132,12 @@ def booking_server(books: McpBooks) -> MCPServer:
     return server
 
 
-def _severing(books: McpBooks, app: Any) -> Any:
-    """The app, but a severed ``tools/call`` runs and is then answered with 502."""
+def _faulty(books: McpBooks, app: Any) -> Any:
+    """The app, but a severed ``tools/call`` runs and is then answered with 502, and a refused
+    one is answered with a JSON-RPC error without running."""
 
-    async def severing(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or not books.severed:
+    async def faulty(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or not books.faults:
             await app(scope, receive, send)
             return
         chunks: list[Message] = []
@@ -142,10 +148,18 @@ def _severing(books: McpBooks, app: Any) -> Any:
         async def replay() -> Message:
             return chunks.pop(0) if chunks else await receive()
 
-        if b'"tools/call"' not in body:
+        request = json.loads(body) if body else {}
+        if not isinstance(request, dict) or request.get("method") != "tools/call":
             await app(scope, replay, send)
             return
-        books.severed -= 1
+        fault = books.faults.pop(0)
+        if fault == "refuse":
+            error = {"code": INVALID_PARAMS, "message": "refused: these arguments do not fit"}
+            answer = json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "error": error})
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer.encode()})
+            return
         answered = asyncio.Event()
 
         async def swallow(message: Message) -> None:
@@ -157,7 +171,7 @@ def _severing(books: McpBooks, app: Any) -> Any:
         await send({"type": "http.response.start", "status": 502, "headers": []})
         await send({"type": "http.response.body", "body": b"bad gateway"})
 
-    return severing
+    return faulty
 
 
 @contextmanager
@@ -175,7 +189,7 @@ def serving() -> Iterator[McpBooks]:
     sock.listen(128)
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        _severing(books, server.streamable_http_app()), log_level="warning", lifespan="on"
+        _faulty(books, server.streamable_http_app()), log_level="warning", lifespan="on"
     )
     runner = uvicorn.Server(config)
     thread = threading.Thread(
