@@ -227,3 +227,12 @@ async def test_when_retries_run_out_the_run_stops_with_the_endpoints_message_and
     assert result.status is RunStatus.COMPLETED
     assert probe.calls == ["LH1172"]
     assert tool_results(result.messages)[FIRST_ID[kind]] == "act did LH1172"
+
+
+async def test_an_attempt_that_takes_too_long_is_timed_out_and_tried_again(kind: Kind) -> None:
+    with serving([DONE], delay=2.0) as server:
+        asked = provider(kind, server, timeout_seconds=0.3, max_retries=1)
+        with pytest.raises(ProviderError, match=r"could not be asked \(.*Timeout") as failed:
+            await asked.complete(model="m", messages=CONVERSATION, tools=[])
+    assert failed.value.attempts == 2
+    assert len(server.seen) == 2
