@@ -114,3 +114,26 @@ def test_blocking_kopf_really_blocks_it() -> None:
     )
     assert done.returncode != 0
     assert "ModuleNotFoundError" in done.stderr or "ImportError" in done.stderr
+
+
+def test_the_loop_imports_without_the_agents_extra() -> None:
+    """The vendors' SDKs, MCP, httpx2 and jsonschema are the ``agents`` extra: the loop, the
+    scripted provider and the registry run without them, and only the modules that use them
+    (``runner.providers.openai`` and the like) need them."""
+    script = (
+        "import sys\n"
+        "for name in ('openai', 'anthropic', 'mcp', 'httpx2', 'jsonschema', 'aiohttp'):\n"
+        "    sys.modules[name] = None\n"
+        "import agentrun.runner, agentrun.runner.loop, agentrun.runner.registry\n"
+        "import agentrun.runner.spec, agentrun.runner.secrets, agentrun.runner.tracing\n"
+        "import agentrun.demo.booking, agentrun.cli.main\n"
+        "try:\n"
+        "    import agentrun.runner.providers.openai\n"
+        "except ImportError:\n"
+        "    print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"

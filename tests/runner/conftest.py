@@ -6,14 +6,17 @@ The booking demo's stand-in airline and SMS gateway keep their books in a file u
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from agentrun.stores.backend import Backend, open_backend
 from agentrun.stores.memory import MemoryBackend
+from agentrun.testing.mcp_server import McpBooks
+from agentrun.testing.mcp_server import serving as mcp_serving
 from tests.runner.helpers import Stores
+from tests.runner.models import Kind
 
 
 @pytest.fixture(autouse=True)
@@ -49,3 +52,17 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         yield backend
     finally:
         await backend.close()
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def kind(request: pytest.FixtureRequest) -> Kind:
+    """Each test that takes ``kind`` runs once per provider, against the same fake server."""
+    kind: Kind = request.param
+    return kind
+
+
+@pytest.fixture
+def airline() -> Iterator[McpBooks]:
+    """The booking MCP server (``agentrun.testing.mcp_server``) on a loopback port."""
+    with mcp_serving() as books:
+        yield books

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.trace import Tracer
 from pydantic import JsonValue
 
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
@@ -121,6 +122,7 @@ def runner(
     lease_policy: LeasePolicy | None = None,
     continuation: ContinuationPolicy | None = None,
     prices: PriceTable = DEFAULT_PRICES,
+    spans: Tracer | None = None,
 ) -> AgentRunner:
     return AgentRunner(
         provider=provider,
@@ -135,6 +137,7 @@ def runner(
         continuation=continuation,
         holder=holder,
         on_boundary=boundaries,
+        spans=spans,
     )
 
 

@@ -1,6 +1,10 @@
-"""``http_post_tool`` carries the call's idempotency key to the remote service as a header."""
+"""HTTP tools: one request per call over the pool, the idempotency key as a header, secrets
+read at each call and never kept."""
 
 from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
 
 import pytest
 from pydantic import JsonValue
@@ -8,26 +12,53 @@ from pydantic import JsonValue
 from agentrun.errors import IndeterminateToolCallError
 from agentrun.idempotency import ClaimState, derive_key, remote_key
 from agentrun.runner.agents import AgentDefinition
+from agentrun.runner.connections import Connections
 from agentrun.runner.decisions import resolve
-from agentrun.runner.http_tool import http_post_tool
+from agentrun.runner.http_tool import http_tool
 from agentrun.runner.results import RunStatus
+from agentrun.runner.secrets import MappingSecrets
+from agentrun.runner.spec import HttpToolSpec
 from agentrun.stores.memory import MemoryBackend
 from tests.runner.helpers import agent, runner, script, tool_results
 from tests.runner.wire import endpoint
 
-PAYLOAD: dict[str, JsonValue] = {"flight": "LH1172", "passenger": "Ada Lovelace"}
-TURNS = ([("reserve", {"payload": PAYLOAD})], "done")
+BOOKING: dict[str, JsonValue] = {"flight": "LH1172", "passenger": "Ada Lovelace"}
+TURNS = ([("reserve", BOOKING)], "done")
+PARAMETERS: dict[str, JsonValue] = {
+    "type": "object",
+    "properties": {"flight": {"type": "string"}, "passenger": {"type": "string"}},
+    "required": ["flight", "passenger"],
+}
+SECRETS = MappingSecrets({"airline/token": "tok-4471-payload", "airline/account": "acct-99-77"})
 
 
-def _agent(url: str, *, keyed: bool = True) -> AgentDefinition:
-    return agent(http_post_tool("reserve", url + "/reservations", keyed=keyed))
+@pytest.fixture
+async def pool() -> AsyncIterator[Connections]:
+    connections = Connections()
+    yield connections
+    await connections.aclose()
 
 
-async def test_the_key_is_sent_and_differs_between_runs(memory: MemoryBackend) -> None:
+def _agent(pool: Connections, url: str, **spec: object) -> AgentDefinition:
+    declared = HttpToolSpec.model_validate(
+        {
+            "name": "reserve",
+            "url": url + "/reservations",
+            "parameters": PARAMETERS,
+            "keyArguments": ["flight", "passenger"],
+            **spec,
+        }
+    )
+    return agent(http_tool(declared, connections=pool, secrets=SECRETS))
+
+
+async def test_the_key_is_sent_and_differs_between_runs(
+    pool: Connections, memory: MemoryBackend
+) -> None:
     with endpoint() as server:
         for _ in range(2):
             server.answer(201, {"seat": "12A"})
-        defined = _agent(server.url)
+        defined = _agent(pool, server.url)
         for run_id in ("r1", "r2"):
             result = await runner(memory, script(*TURNS)).run(
                 defined, "go", tenant="t", run_id=run_id
@@ -36,19 +67,19 @@ async def test_the_key_is_sent_and_differs_between_runs(memory: MemoryBackend) -
             assert tool_results(result.messages)["c0_0"] == '{"seat": "12A"}'
 
     keys = [sent.headers["Idempotency-Key"] for sent in server.received]
-    assert [sent.json() for sent in server.received] == [PAYLOAD, PAYLOAD]
+    assert [(sent.method, sent.path) for sent in server.received] == [("POST", "/reservations")] * 2
+    assert [sent.json() for sent in server.received] == [BOOKING, BOOKING]
     assert keys[0] != keys[1]
-    local = derive_key("reserve", {"payload": PAYLOAD}, ("payload",))
+    local = derive_key("reserve", BOOKING, ("flight", "passenger"))
     assert keys == [remote_key("t", "r1", local), remote_key("t", "r2", local)]
-    assert local not in keys  # the service sees a key scoped to the run, not the kit's own
 
 
 async def test_the_same_key_is_sent_again_when_a_resume_redispatches(
-    memory: MemoryBackend,
+    pool: Connections, memory: MemoryBackend
 ) -> None:
     with endpoint() as server:
         server.answer(503, {"error": "try later"})
-        defined = _agent(server.url)
+        defined = _agent(pool, server.url)
         with pytest.raises(IndeterminateToolCallError):
             await runner(memory, script(*TURNS)).run(defined, "go", tenant="t", run_id="r")
         # someone checks the service: the 503 means it did not act
@@ -65,28 +96,102 @@ async def test_the_same_key_is_sent_again_when_a_resume_redispatches(
 
 
 async def test_a_4xx_is_the_service_refusing_and_is_told_to_the_model(
-    memory: MemoryBackend,
+    pool: Connections, memory: MemoryBackend
 ) -> None:
     with endpoint() as server:
         server.answer(409, b"seat already taken")
         result = await runner(memory, script(*TURNS)).run(
-            _agent(server.url), "go", tenant="t", run_id="r"
+            _agent(pool, server.url), "go", tenant="t", run_id="r"
         )
     assert result.status is RunStatus.COMPLETED
     told = tool_results(result.messages)["c0_0"]
     assert told.startswith("error: ")
     assert "refused the request (409): seat already taken" in told
     record = await memory.idempotency.read(
-        "t", "r", derive_key("reserve", {"payload": PAYLOAD}, ("payload",))
+        "t", "r", derive_key("reserve", BOOKING, ("flight", "passenger"))
     )
     assert record is not None
     assert record.state is ClaimState.COMPLETED
 
 
-async def test_an_unkeyed_post_sends_no_key(memory: MemoryBackend) -> None:
+async def test_an_unkeyed_tool_sends_no_key(pool: Connections, memory: MemoryBackend) -> None:
     with endpoint() as server:
         server.answer(200, {"ok": True})
         await runner(memory, script(*TURNS)).run(
-            _agent(server.url, keyed=False), "go", tenant="t", run_id="r"
+            _agent(pool, server.url, keyArguments=[]), "go", tenant="t", run_id="r"
         )
     assert "Idempotency-Key" not in server.received[0].headers
+
+
+async def test_a_get_fills_the_url_template_and_sends_the_rest_as_the_query(
+    pool: Connections, memory: MemoryBackend
+) -> None:
+    with endpoint() as server:
+        server.answer(200, {"status": "on time"})
+        defined = _agent(
+            pool,
+            server.url + "/flights/{flight}",
+            method="GET",
+            disposition="read_only",
+            keyArguments=[],
+        )
+        turns = ([("reserve", {"flight": "LH 1172/b", "passenger": "Ada"})], "done")
+        await runner(memory, script(*turns)).run(defined, "go", tenant="t", run_id="r")
+    (sent,) = server.received
+    assert (sent.method, sent.path) == ("GET", "/flights/LH%201172%2Fb/reservations?passenger=Ada")
+
+
+async def test_secrets_are_read_at_each_call_and_never_kept(
+    pool: Connections, memory: MemoryBackend
+) -> None:
+    secret = {"valueFrom": {"secretKeyRef": {"name": "airline", "key": "token"}}}
+    account = {"valueFrom": {"secretKeyRef": {"name": "airline", "key": "account"}}}
+    with endpoint() as server:
+        server.answer(201, b'{"seat": "12A", "echo": "you sent acct-99-77"}')
+        defined = _agent(
+            pool,
+            server.url,
+            headers={"Authorization": {**secret, "prefix": "Token "}},
+            arguments={"account": account},
+        )
+        assert "account" not in str(defined.tools[0].schema())
+        result = await runner(memory, script(*TURNS)).run(defined, "go", tenant="t", run_id="r")
+    (sent,) = server.received
+    assert sent.headers["Authorization"] == "Token tok-4471-payload"
+    assert sent.json() == {**BOOKING, "account": "acct-99-77"}
+    told = tool_results(result.messages)["c0_0"]
+    assert "acct-99-77" not in told
+    assert "[REDACTED]" in told
+    latest = await runner(memory, script(*TURNS)).checkpoints.latest("t", "r")
+    assert latest is not None
+    stored = latest.model_dump_json()
+    assert "tok-4471-payload" not in stored
+    assert "acct-99-77" not in stored
+
+
+async def test_a_missing_secret_means_the_call_was_not_made(
+    pool: Connections, memory: MemoryBackend
+) -> None:
+    missing = {"valueFrom": {"secretKeyRef": {"name": "airline", "key": "nope"}}}
+    with endpoint() as server:
+        result = await runner(memory, script(*TURNS)).run(
+            _agent(pool, server.url, headers={"X-Key": missing}), "go", tenant="t", run_id="r"
+        )
+    assert server.received == []
+    told = tool_results(result.messages)["c0_0"]
+    assert told.startswith("error: the call was not made: secret airline/nope could not be read")
+
+
+async def test_a_service_nobody_answers_on_means_the_call_was_not_made(
+    pool: Connections, memory: MemoryBackend
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = await runner(memory, script(*TURNS)).run(
+        _agent(pool, f"http://127.0.0.1:{port}"), "go", tenant="t", run_id="r"
+    )
+    assert result.status is RunStatus.COMPLETED
+    assert tool_results(result.messages)["c0_0"].startswith(
+        "error: the call was not made: POST http://127.0.0.1:"
+    )

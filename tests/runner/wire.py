@@ -1,7 +1,6 @@
 """A throwaway HTTP endpoint on 127.0.0.1 that answers from a queue and records what it was sent.
 
-Enough of a server to speak the chat-completions wire format to ``OpenAIChatProvider`` and to
-stand in for a remote booking API behind ``http_post_tool``. It runs in a thread of the test
+It stands in for a remote booking API behind an HTTP tool. It runs in a thread of the test
 process on a free port and is shut down when the ``with`` block ends.
 """
 
@@ -18,6 +17,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Received:
+    method: str
     path: str
     headers: dict[str, str]
     body: bytes
@@ -38,52 +38,26 @@ class Endpoint:
         self.answers.append((status, raw))
 
 
-def chat_reply(
-    text: str | None = None,
-    calls: list[tuple[str, str, dict[str, Any]]] = (),  # type: ignore[assignment]
-    *,
-    prompt_tokens: int = 0,
-    completion_tokens: int = 0,
-) -> dict[str, Any]:
-    """A chat-completions response body, as OpenAI sends it."""
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if calls:
-        message["tool_calls"] = [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-            for call_id, name, arguments in calls
-        ]
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
-
-
 @contextmanager
 def endpoint() -> Iterator[Endpoint]:
     lock = threading.Lock()
     state = Endpoint(url="")
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
+        def _answer(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with lock:
-                state.received.append(Received(self.path, dict(self.headers.items()), body))
+                state.received.append(
+                    Received(self.command, self.path, dict(self.headers.items()), body)
+                )
                 status, answer = state.answers.pop(0) if state.answers else (599, b"no answer")
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(answer)))
             self.end_headers()
             self.wfile.write(answer)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

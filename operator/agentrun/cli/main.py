@@ -27,6 +27,7 @@ from agentrun.runner.decisions import decide, resolve
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.registry import RegisteredAgent, load_agent, registered_agents
 from agentrun.runner.results import RunResult
+from agentrun.runner.tracing import export_if_configured
 from agentrun.stores.backend import Backend, open_backend
 
 DEFAULT_STORE = "sqlite:///./.agentrun/state.db"
@@ -341,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("approve", "resolve") and not args.kube and args.by is None:
         args.by = getpass.getuser()
     try:
+        export_if_configured()
         if args.command == "schema":
             return _schema(args)
         if args.command == "agents":

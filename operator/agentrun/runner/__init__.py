@@ -1,11 +1,15 @@
-"""The loop: agent definitions, tools, providers, and ``AgentRunner``."""
+"""The loop: agent definitions, tools, providers, and ``AgentRunner``.
+
+What needs the ``agents`` extra (the vendors' SDKs, MCP, HTTP) is imported from its own module,
+so the loop itself runs with none of it installed: ``providers.openai``, ``providers.anthropic``,
+``mcp_tools``, ``http_tool`` and ``declared``.
+"""
 
 from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.decisions import ApprovalDecision, decide, decision_for, resolve
-from agentrun.runner.http_tool import http_post_tool
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.pricing import DEFAULT_PRICES, ModelPrice, PriceTable
-from agentrun.runner.providers import ModelReply, OpenAIChatProvider, Provider, ScriptedProvider
+from agentrun.runner.providers import ModelReply, Provider, ProviderError, ScriptedProvider
 from agentrun.runner.results import RunResult, RunStatus
 from agentrun.runner.tools import Tool, ToolError, tool
 
@@ -16,9 +20,9 @@ __all__ = [
     "ApprovalDecision",
     "ModelPrice",
     "ModelReply",
-    "OpenAIChatProvider",
     "PriceTable",
     "Provider",
+    "ProviderError",
     "RunResult",
     "RunStatus",
     "ScriptedProvider",
@@ -26,7 +30,6 @@ __all__ = [
     "ToolError",
     "decide",
     "decision_for",
-    "http_post_tool",
     "resolve",
     "tool",
 ]

@@ -1,7 +1,8 @@
 """An agent definition and the revision that pins it.
 
-``revision`` is a digest of everything that shapes the run's behaviour: instructions, model, and
-each tool's schema, hints and declared version. A checkpoint pins it, and a resume under another
+``revision`` is a digest of everything that shapes the run's behaviour: instructions, model, each
+tool's schema, hints and declared version, and any other settings the agent declares (a declared
+agent's provider, endpoint and sampling settings). A checkpoint pins it, and a resume under another
 revision is refused: resuming into a changed agent is a different run wearing the first one's
 identity, and an audit record that names a revision the run did not use is one that lies.
 """
@@ -12,6 +13,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
+
+from pydantic import JsonValue
 
 from agentrun.errors import ConfigurationError
 from agentrun.runner.tools import Tool
@@ -24,6 +27,8 @@ class AgentDefinition:
     model: str
     tools: tuple[Tool, ...] = ()
     max_iterations: int = 25
+    settings: dict[str, JsonValue] = field(default_factory=dict)
+    """Whatever else shapes the behaviour; part of the revision when there is any."""
     _by_name: dict[str, Tool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -38,14 +43,17 @@ class AgentDefinition:
 
     @cached_property
     def revision(self) -> str:
+        shaping: dict[str, JsonValue] = {
+            "name": self.name,
+            "instructions": self.instructions,
+            "model": self.model,
+            "max_iterations": self.max_iterations,
+            "tools": [each.definition() for each in self.tools],
+        }
+        if self.settings:  # only then, so the revisions of agents without any stay as they were
+            shaping["settings"] = self.settings
         body = json.dumps(
-            {
-                "name": self.name,
-                "instructions": self.instructions,
-                "model": self.model,
-                "max_iterations": self.max_iterations,
-                "tools": [each.definition() for each in self.tools],
-            },
+            shaping,
             sort_keys=True,
             separators=(",", ":"),
         )

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.trace import Tracer
 from pydantic import JsonValue
 
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
@@ -59,6 +60,15 @@ from agentrun.runner.providers.base import Provider
 from agentrun.runner.registry import RegisteredAgent
 from agentrun.runner.results import RunResult, RunStatus
 from agentrun.runner.tools import Tool, ToolArgumentsError, ToolError
+from agentrun.runner.tracing import (
+    STATUS,
+    checkpoint_event,
+    model_span,
+    record_usage,
+    run_span,
+    tool_span,
+    tracer,
+)
 from agentrun.stores.backend import Backend
 
 logger = logging.getLogger(__name__)
@@ -124,10 +134,12 @@ class AgentRunner:
         on_boundary: BoundaryObserver | None = None,
         on_lease: Callable[[RunLease, bool], Awaitable[None]] | None = None,
         on_result: Callable[[RunResult], Awaitable[None]] | None = None,
+        spans: Tracer | None = None,
     ) -> None:
         """``on_lease`` hears of each lease taken (and whether it resumes a run);
         ``on_result`` hears how the run stopped while its lease is still held, so what it
-        records lands before another worker can take the run."""
+        records lands before another worker can take the run. ``spans`` traces the run, its
+        model calls and tool calls (default: the global tracer provider's; see ``tracing``)."""
         self.provider = provider
         self.idempotency = idempotency
         self.checkpoints = checkpoints
@@ -140,6 +152,7 @@ class AgentRunner:
         self.on_boundary = on_boundary
         self.on_lease = on_lease
         self.on_result = on_result
+        self.spans = spans or tracer()
 
     @classmethod
     def on_backend(
@@ -153,6 +166,7 @@ class AgentRunner:
         on_boundary: BoundaryObserver | None = None,
         on_lease: Callable[[RunLease, bool], Awaitable[None]] | None = None,
         on_result: Callable[[RunResult], Awaitable[None]] | None = None,
+        spans: Tracer | None = None,
     ) -> AgentRunner:
         """A runner for ``registered`` over all five stores of ``backend``, the transcript out
         of line in its history store: what the CLI and the operator both run."""
@@ -170,6 +184,7 @@ class AgentRunner:
             on_boundary=on_boundary,
             on_lease=on_lease,
             on_result=on_result,
+            spans=spans,
         )
 
     # -- entry points -------------------------------------------------------------------------
@@ -220,7 +235,7 @@ class AgentRunner:
                 user=user,
                 stop=stop,
             )
-            return await self._drive(state, deadline, self._loop(state))
+            return await self._traced(state, deadline, self._loop(state))
 
     async def resume(
         self,
@@ -321,7 +336,7 @@ class AgentRunner:
         )
         if self.ledger is not None:
             state.cost_micros = await self.ledger.spent(state.tenant, state.run_id)
-        return await self._drive(state, deadline, self._resume_loop(state, checkpoint, plan))
+        return await self._traced(state, deadline, self._resume_loop(state, checkpoint, plan))
 
     async def _resume_loop(
         self, state: _Run, checkpoint: Checkpoint, plan: ResumePlan
@@ -351,6 +366,24 @@ class AgentRunner:
 
     # -- the loop -----------------------------------------------------------------------------
 
+    async def _traced(
+        self, state: _Run, deadline: float | None, work: Awaitable[RunResult]
+    ) -> RunResult:
+        """``_drive`` inside the run's span, which ends saying how the run stopped."""
+        with run_span(
+            self.spans,
+            agent=state.agent.name,
+            revision=state.agent.revision,
+            run_id=state.run_id,
+            tenant=state.tenant,
+            fence=state.fence,
+            resumed=state.resumed,
+        ) as span:
+            result = await self._drive(state, deadline, work)
+            span.set_attribute(STATUS, result.status.value)
+            record_usage(span, result.usage)
+            return result
+
     async def _drive(
         self, state: _Run, deadline: float | None, work: Awaitable[RunResult]
     ) -> RunResult:
@@ -376,9 +409,18 @@ class AgentRunner:
                 return self._result(state, RunStatus.MAX_ITERATIONS)
             _refuse_over_budget(state, at_most=True)
             state.ensure_held()
-            reply = await self.provider.complete(
-                model=state.agent.model, messages=tuple(state.messages), tools=tools
-            )
+            with model_span(
+                self.spans,
+                model=state.agent.model,
+                run_id=state.run_id,
+                tenant=state.tenant,
+                fence=state.fence,
+                iteration=state.iteration + 1,
+            ) as span:
+                reply = await self.provider.complete(
+                    model=state.agent.model, messages=tuple(state.messages), tools=tools
+                )
+                record_usage(span, reply.usage)
             state.iteration += 1
             state.journal.append(f"model {state.iteration}")
             await self._charge(state, reply.usage)
@@ -472,7 +514,17 @@ class AgentRunner:
         if tool.requires_approval and not await self._approved(state, pending, remaining):
             return
         state.ensure_held()
-        outcome = await self._invoke(state, tool, pending)
+        with tool_span(
+            self.spans,
+            tool=tool.name,
+            call_id=call.id,
+            disposition=tool.disposition.value,
+            keyed=pending.idempotency_key is not None,
+            run_id=state.run_id,
+            tenant=state.tenant,
+            fence=state.fence,
+        ):
+            outcome = await self._invoke(state, tool, pending)
         state.journal.append(f"tool {call.id}")
         self._append(state, Message.tool_result(call.id, outcome))
 
@@ -589,6 +641,7 @@ class AgentRunner:
             metadata=metadata,
         )
         receipt = await self.checkpoints.write(checkpoint)
+        checkpoint_event(boundary, written=receipt is not None, fence=state.fence)
         if self.on_boundary is not None:
             await self.on_boundary(checkpoint, receipt, self.checkpoints.last_error)
         if receipt is None and checkpoint.holds_intent and self.checkpoints.last_error:

@@ -6,12 +6,12 @@ import math
 
 from pydantic import Field
 
-from agentrun._base import FrozenModel
+from agentrun._base import FrozenModel, SpecModel
 from agentrun.errors import ConfigurationError
 from agentrun.messages import Usage
 
 
-class ModelPrice(FrozenModel):
+class ModelPrice(SpecModel):
     input_micros_per_million: int = Field(ge=0)
     output_micros_per_million: int = Field(ge=0)
 

@@ -1,4 +1,5 @@
-"""Tools: async Python functions with a schema taken from their signature.
+"""Tools: async Python functions with a schema taken from their signature, or declared apart
+from it (``Tool.declared``: the JSON schema an MCP server lists or an HTTP tool's spec gives).
 
 A tool says three things the kit needs to keep a run from repeating a side effect:
 
@@ -11,8 +12,9 @@ A tool says three things the kit needs to keep a run from repeating a side effec
 * ``requires_approval`` — the run checkpoints ``before_approval`` and stops until a person decides.
 
 A tool that raises ``ToolError`` answered (the answer is recorded and shown to the model). Any
-other exception means nobody knows whether the effect happened: the claim is left in flight, the
-live run fails, and a resume reports the call as indeterminate.
+other exception (``ToolTransportError`` from a remote tool) means nobody knows whether the effect
+happened: the claim is left in flight, the live run fails, and a resume reports the call as
+indeterminate.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from enum import StrEnum
+from typing import Any, Protocol, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, create_model
+from pydantic import ConfigDict, JsonValue, ValidationError, create_model
 
 from agentrun.errors import AgentRunError, ConfigurationError
 
@@ -31,28 +34,103 @@ ToolFunction = Callable[..., Awaitable[Any]]
 KEY_PARAMETER = "idempotency_key"
 
 
+class Disposition(StrEnum):
+    """What repeating a tool's call would do, which decides what a resume does with it.
+
+    ``read_only`` and ``idempotent`` calls are simply made again when a crash leaves one
+    undecided; a ``side_effecting`` one is refused as indeterminate until a person answers.
+    """
+
+    READ_ONLY = "read_only"
+    IDEMPOTENT = "idempotent"
+    SIDE_EFFECTING = "side_effecting"
+
+
 class ToolError(AgentRunError):
     """A tool's deliberate refusal: it did not act, and says why (told to the model)."""
+
+
+class ToolTransportError(AgentRunError):
+    """A remote tool was sent the call and no answer came back (or a failure that does not say
+    whether it acted): nobody knows whether the effect happened. A call that is safe to repeat
+    is simply made again on resume (so this is retryable); for any other the loop reports the
+    call indeterminate."""
+
+    retryable = True
 
 
 class ToolArgumentsError(AgentRunError):
     """The model's arguments do not fit the tool's signature; nothing was dispatched."""
 
 
-def _arguments_model(name: str, fn: ToolFunction) -> type[BaseModel]:
-    hints = get_type_hints(fn)
-    fields: dict[str, Any] = {}
-    for parameter in inspect.signature(fn).parameters.values():
-        if parameter.name == KEY_PARAMETER:
-            continue
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            raise ConfigurationError(
-                f"tool {name!r}: *args/**kwargs cannot be described to a model"
-            )
-        annotation = hints.get(parameter.name, Any)
-        default = ... if parameter.default is parameter.empty else parameter.default
-        fields[parameter.name] = (annotation, default)
-    return create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+class Arguments(Protocol):
+    """How a tool's arguments are described to a model, checked, and handed to its function.
+
+    Declared in Python, they come from the function's signature (``SignatureArguments``); a
+    tool whose arguments someone else declares (an MCP server's listing, an HTTP tool's spec)
+    brings a JSON schema instead (``agentrun.runner.json_arguments``).
+    """
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The arguments a call may carry (``key_arguments`` must be among them)."""
+        ...
+
+    def schema(self) -> dict[str, JsonValue]:
+        """The JSON schema of the arguments, as the model is shown it."""
+        ...
+
+    def validate(self, arguments: Mapping[str, JsonValue]) -> dict[str, Any]:
+        """The arguments, checked; ``ToolArgumentsError`` when they do not fit."""
+        ...
+
+    def bind(self, values: dict[str, Any], key: str | None) -> dict[str, Any]:
+        """The keyword arguments the tool's function is called with."""
+        ...
+
+
+class SignatureArguments:
+    """Arguments read from an async function's signature; ``idempotency_key``, when the
+    function takes it, is the call's key and not an argument the model gives."""
+
+    def __init__(self, name: str, fn: ToolFunction) -> None:
+        self.name = name
+        hints = get_type_hints(fn)
+        fields: dict[str, Any] = {}
+        signature = inspect.signature(fn)
+        for parameter in signature.parameters.values():
+            if parameter.name == KEY_PARAMETER:
+                continue
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                raise ConfigurationError(
+                    f"tool {name!r}: *args/**kwargs cannot be described to a model"
+                )
+            annotation = hints.get(parameter.name, Any)
+            default = ... if parameter.default is parameter.empty else parameter.default
+            fields[parameter.name] = (annotation, default)
+        self.model = create_model(
+            f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        self.wants_key = KEY_PARAMETER in signature.parameters
+        """Whether the function takes the idempotency key; read once, not per call."""
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.model.model_fields)
+
+    def schema(self) -> dict[str, JsonValue]:
+        parameters: dict[str, JsonValue] = self.model.model_json_schema()
+        parameters.pop("title", None)
+        return parameters
+
+    def validate(self, arguments: Mapping[str, JsonValue]) -> dict[str, Any]:
+        try:
+            return dict(self.model.model_validate(dict(arguments)))
+        except ValidationError as exc:
+            raise ToolArgumentsError(f"arguments for {self.name} do not fit: {exc}") from exc
+
+    def bind(self, values: dict[str, Any], key: str | None) -> dict[str, Any]:
+        return {**values, KEY_PARAMETER: key} if self.wants_key else values
 
 
 @dataclass(frozen=True)
@@ -65,34 +143,42 @@ class Tool:
     idempotent: bool = False
     requires_approval: bool = False
     version: str = "1"
-    arguments: type[BaseModel] = field(init=False, repr=False, compare=False)
-    wants_key: bool = field(init=False, repr=False, compare=False)
-    """Whether ``fn`` takes the idempotency key (``KEY_PARAMETER``); read once, not per call."""
+    declared: Arguments | None = field(default=None, repr=False, compare=False)
+    """Arguments declared apart from ``fn`` (a JSON schema); None: read from its signature."""
+    arguments: Arguments = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not inspect.iscoroutinefunction(self.fn):
             raise ConfigurationError(f"tool {self.name!r} must be an async function")
-        model = _arguments_model(self.name, self.fn)
-        unknown = set(self.key_arguments) - set(model.model_fields)
+        arguments = self.declared or SignatureArguments(self.name, self.fn)
+        unknown = set(self.key_arguments) - arguments.names
         if unknown:
             raise ConfigurationError(
-                f"tool {self.name!r}: key_arguments {sorted(unknown)} are not parameters of "
-                f"{self.fn.__name__}; name parameters it takes"
+                f"tool {self.name!r}: key_arguments {sorted(unknown)} are not among its "
+                f"arguments ({', '.join(sorted(arguments.names)) or 'none'}); name arguments it "
+                "takes"
             )
-        object.__setattr__(self, "arguments", model)
-        object.__setattr__(
-            self, "wants_key", KEY_PARAMETER in inspect.signature(self.fn).parameters
-        )
+        object.__setattr__(self, "arguments", arguments)
 
     @property
     def safe_to_repeat(self) -> bool:
         return self.read_only or self.idempotent
 
+    @property
+    def disposition(self) -> Disposition:
+        if self.read_only:
+            return Disposition.READ_ONLY
+        if self.idempotent:
+            return Disposition.IDEMPOTENT
+        return Disposition.SIDE_EFFECTING
+
     def schema(self) -> dict[str, JsonValue]:
         """What a provider shows the model: name, description, JSON schema of the arguments."""
-        parameters: dict[str, JsonValue] = self.arguments.model_json_schema()
-        parameters.pop("title", None)
-        return {"name": self.name, "description": self.description, "parameters": parameters}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.arguments.schema(),
+        }
 
     def definition(self) -> dict[str, JsonValue]:
         """Everything about the tool that shapes a run's behaviour (for the agent revision)."""
@@ -106,16 +192,11 @@ class Tool:
         }
 
     def validate(self, arguments: Mapping[str, JsonValue]) -> dict[str, Any]:
-        try:
-            return dict(self.arguments.model_validate(dict(arguments)))
-        except ValidationError as exc:
-            raise ToolArgumentsError(f"arguments for {self.name} do not fit: {exc}") from exc
+        return self.arguments.validate(arguments)
 
     async def invoke(self, arguments: Mapping[str, JsonValue], *, key: str | None) -> str:
         """Run the tool; the result as text (JSON unless the tool returned a string)."""
-        values = self.validate(arguments)
-        if self.wants_key:
-            values[KEY_PARAMETER] = key
+        values = self.arguments.bind(self.validate(arguments), key)
         result = await self.fn(**values)
         return result if isinstance(result, str) else json.dumps(result, sort_keys=True)
 

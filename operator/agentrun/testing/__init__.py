@@ -7,6 +7,10 @@ tenant, so one database may serve the whole suite. The suites need pytest and py
 
 Checkpoint payloads in the suites are JSON documents (what ``frontier.encode`` produces) and are
 compared as JSON, so a store may keep them as ``jsonb``.
+
+Beside the suites, two servers on loopback for tests and demos, imported from their own modules
+(they need the ``agents`` extra and aiohttp): ``model_server`` (a fake model endpoint speaking
+OpenAI's and Anthropic's wire formats) and ``mcp_server`` (a real MCP server with booking tools).
 """
 
 from agentrun.testing.checkpoints import CheckpointStoreConformance

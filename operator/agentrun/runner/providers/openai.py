@@ -1,23 +1,30 @@
-"""An OpenAI-compatible chat-completions provider over plain HTTP.
+"""An OpenAI-compatible chat-completions provider, on the official SDK's ``AsyncOpenAI``.
 
-Speaks the ``/v1/chat/completions`` wire format that OpenAI and most self-hosted servers (vLLM,
-llama.cpp, Ollama's compatible endpoint) accept. It uses the standard library's HTTP client in a
-worker thread, so the kit needs no HTTP dependency of its own.
+Speaks ``/v1/chat/completions``, which OpenAI and most self-hosted servers and gateways (vLLM,
+llama.cpp, Ollama's compatible endpoint) accept. Transport, pooling, timeouts and retries are
+the SDK's (see ``providers.sdk``); this module maps the kit's messages to the wire format and the
+reply back, tool-call ids exactly as the endpoint sent them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+import openai
+from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 from pydantic import JsonValue
 
 from agentrun.messages import Message, ToolCall, Usage
-from agentrun.runner.providers.base import ModelReply, ProviderError
+from agentrun.runner.providers import sdk
+from agentrun.runner.providers.base import ModelReply
+
+FAILURES = sdk.Failures(
+    openai.APIStatusError, openai.APIConnectionError, openai.APIResponseValidationError
+)
+OPENAI_URL = "https://api.openai.com/v1"
 
 
 def _wire_message(message: Message) -> dict[str, Any]:
@@ -36,47 +43,34 @@ def _wire_message(message: Message) -> dict[str, Any]:
     return wire
 
 
-def _reply(body: dict[str, Any]) -> ModelReply:
-    message = body["choices"][0]["message"]
-    calls = tuple(
-        ToolCall(
-            id=raw["id"],
-            name=raw["function"]["name"],
-            arguments=json.loads(raw["function"].get("arguments") or "{}"),
-        )
-        for raw in message.get("tool_calls") or ()
-    )
-    usage = body.get("usage") or {}
+def _reply(completion: ChatCompletion) -> ModelReply:
+    message = completion.choices[0].message
+    calls = []
+    for raw in message.tool_calls or ():
+        if not isinstance(raw, ChatCompletionMessageFunctionToolCall):
+            raise ValueError(f"tool call {raw.id!r} is of type {raw.type!r}, not a function call")
+        arguments = json.loads(raw.function.arguments or "{}")
+        if not isinstance(arguments, dict):
+            raise ValueError(f"the arguments of tool call {raw.id!r} are not a JSON object")
+        calls.append(ToolCall(id=raw.id, name=raw.function.name, arguments=arguments))
+    usage = completion.usage
     return ModelReply(
-        text=message.get("content") or "",
-        tool_calls=calls,
+        text=message.content or "",
+        tool_calls=tuple(calls),
         usage=Usage(
-            input_tokens=usage.get("prompt_tokens", 0),
-            output_tokens=usage.get("completion_tokens", 0),
+            input_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
         ),
     )
 
 
-class OpenAIChatProvider:
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.api_key = api_key
-        self.timeout = timeout
+class OpenAIChatProvider(sdk.SdkProvider[AsyncOpenAI]):
+    """Chat completions through ``AsyncOpenAI``; see the module's notes."""
 
-    def _post(self, payload: bytes) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body: dict[str, Any] = json.load(response)
-                return body
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:500].decode(errors="replace")
-            raise ProviderError(f"{self.url} answered {exc.code}: {detail}") from exc
-        except (urllib.error.URLError, TimeoutError, ValueError) as exc:
-            raise ProviderError(f"{self.url} could not be asked: {exc}") from exc
+    default_url = OPENAI_URL
+
+    def connect(self, **options: Any) -> AsyncOpenAI:
+        return AsyncOpenAI(**options)
 
     async def complete(
         self,
@@ -85,13 +79,26 @@ class OpenAIChatProvider:
         messages: Sequence[Message],
         tools: Sequence[dict[str, JsonValue]],
     ) -> ModelReply:
-        payload: dict[str, Any] = {"model": model, "messages": [_wire_message(m) for m in messages]}
+        request: dict[str, Any] = {
+            "model": model,
+            "messages": [_wire_message(m) for m in messages],
+        }
         if tools:
-            payload["tools"] = [{"type": "function", "function": schema} for schema in tools]
-        body = await asyncio.to_thread(self._post, json.dumps(payload).encode())
-        try:
-            return _reply(body)
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ProviderError(
-                f"{self.url} sent a reply this provider cannot read: {exc}"
-            ) from exc
+            request["tools"] = [{"type": "function", "function": schema} for schema in tools]
+        if self.settings.temperature is not None:
+            request["temperature"] = self.settings.temperature
+        if self.settings.max_tokens is not None:
+            request["max_tokens"] = self.settings.max_tokens
+        client = self.client
+
+        async def send(key: str | None) -> ChatCompletion:
+            answer: ChatCompletion
+            if key is None:
+                answer = await client.chat.completions.create(
+                    **request, extra_headers={"Authorization": openai.omit}
+                )
+            else:
+                answer = await client.with_options(api_key=key).chat.completions.create(**request)
+            return answer
+
+        return await self.endpoint.ask(FAILURES, send, _reply)

@@ -1,0 +1,147 @@
+"""Secret references: what a declared agent names instead of a key, resolved only at dispatch.
+
+A declaration (an agent spec, a Kubernetes resource) never holds a key, a token or a password:
+it holds a ``SecretReference`` (``{"valueFrom": {"secretKeyRef": {"name": ..., "key": ...}}}``,
+the shape Kubernetes uses for environment variables). The value is asked of a ``SecretResolver``
+the caller supplies — a mapping or the environment in the kit, a Kubernetes Secret reader in the
+operator — at the moment a request is made, kept in memory for that request only, and never put
+into anything the kit persists: the arguments a model gave (which a frontier keeps) never contain
+it, because the model never sees it; headers are not persisted at all.
+
+A remote service may still echo a secret back (an error page quoting the header it got).
+``Revealed`` remembers the values one request used, so its answer is scrubbed of them before the
+answer joins the conversation; the checkpointer's pattern redaction stays on behind that.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pydantic import Field
+
+from agentrun._base import SpecModel
+from agentrun.errors import AgentRunError
+from agentrun.redaction import MASK
+
+
+class SecretKeyRef(SpecModel):
+    """One key of one named secret (a Kubernetes Secret in the operator)."""
+
+    name: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+
+    def __str__(self) -> str:
+        return f"{self.name}/{self.key}"
+
+
+class ValueFrom(SpecModel):
+    secret_key_ref: SecretKeyRef
+
+
+class SecretReference(SpecModel):
+    """Where a value comes from, written where the value would be; ``prefix`` goes before it
+    (``"Bearer "`` for an Authorization header whose secret holds only the token)."""
+
+    value_from: ValueFrom
+    prefix: str = ""
+
+    @classmethod
+    def to(cls, name: str, key: str, *, prefix: str = "") -> SecretReference:
+        ref = SecretKeyRef(name=name, key=key)
+        return cls(value_from=ValueFrom(secret_key_ref=ref), prefix=prefix)
+
+    @property
+    def ref(self) -> SecretKeyRef:
+        return self.value_from.secret_key_ref
+
+
+MaybeSecret = str | SecretReference
+"""A value written in a declaration: given as it is, or referenced."""
+
+
+class SecretUnavailableError(AgentRunError):
+    """A referenced secret could not be read; nothing was sent that needed it. Retryable: a
+    secret is often created after what refers to it."""
+
+    retryable = True
+
+    def __init__(self, ref: SecretKeyRef, why: str) -> None:
+        self.ref = ref
+        super().__init__(
+            f"secret {ref} could not be read: {why}. Create it (or fix the reference's name and "
+            "key); the request that needed it was not sent."
+        )
+
+
+class SecretResolver(Protocol):
+    """Reads one secret's value; called at every request that needs it, so a rotated secret is
+    used from the next request on. Raises ``SecretUnavailableError`` when it cannot."""
+
+    async def resolve(self, ref: SecretKeyRef) -> str: ...
+
+
+@dataclass(frozen=True)
+class MappingSecrets:
+    """Secrets from a mapping of ``"name/key"`` to value: for tests, and for a program that
+    already holds its secrets."""
+
+    values: Mapping[str, str] = field(repr=False)
+
+    async def resolve(self, ref: SecretKeyRef) -> str:
+        try:
+            return self.values[str(ref)]
+        except KeyError:
+            raise SecretUnavailableError(ref, "no such entry in the mapping") from None
+
+
+ENVIRONMENT_PREFIX = "AGENTRUN_SECRET_"
+
+
+def environment_variable(ref: SecretKeyRef) -> str:
+    """``AGENTRUN_SECRET_<NAME>_<KEY>``, upper case, every other character than a letter or a
+    digit written ``_``: ``model-keys/openai`` is ``AGENTRUN_SECRET_MODEL_KEYS_OPENAI``."""
+    return ENVIRONMENT_PREFIX + re.sub(r"[^A-Z0-9]", "_", f"{ref.name}_{ref.key}".upper())
+
+
+@dataclass(frozen=True)
+class EnvironmentSecrets:
+    """Secrets from environment variables (see ``environment_variable``), read at each request."""
+
+    async def resolve(self, ref: SecretKeyRef) -> str:
+        variable = environment_variable(ref)
+        value = os.environ.get(variable)
+        if value is None:
+            raise SecretUnavailableError(ref, f"the environment variable {variable} is not set")
+        return value
+
+
+@dataclass
+class Revealed:
+    """The secret values one request used, so that what comes back can be scrubbed of them."""
+
+    resolver: SecretResolver | None
+    values: list[str] = field(default_factory=list, repr=False)
+
+    async def reveal(self, value: MaybeSecret) -> str:
+        if isinstance(value, str):
+            return value
+        if self.resolver is None:
+            raise SecretUnavailableError(value.ref, "no secret resolver was given to read it with")
+        secret = await self.resolver.resolve(value.ref)
+        if secret:
+            self.values.append(secret)
+        return value.prefix + secret
+
+    async def reveal_all(self, values: Mapping[str, MaybeSecret]) -> dict[str, str]:
+        return {name: await self.reveal(value) for name, value in values.items()}
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret this request used masked (longest first, so a secret
+        that contains another is masked whole)."""
+        for secret in sorted(set(self.values), key=len, reverse=True):
+            text = text.replace(secret, MASK)
+        return text

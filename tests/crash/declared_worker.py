@@ -1,0 +1,66 @@
+"""A real worker process running the declared booking agent: the fake model server and the
+booking MCP server are the test's, on loopback; the store is an SQLite file.
+
+    python declared_worker.py STORE_URL MODEL_URL MCP_URL MODE
+
+MODE is ``start`` or ``resume`` (which waits for a dead worker's lease to lapse). Nothing here
+kills anything: the test SIGKILLs this process while the MCP server holds one of its calls.
+Exit status: 0 finished (the result is printed as JSON), 3 the lease stayed held elsewhere,
+4 an undecidable call (its ids and the error's message are printed as JSON).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+
+from agentrun.demo.declared import AIRLINE_TOKEN, MODEL_KEY, booking_spec
+from agentrun.errors import IndeterminateToolCallError, RunLeaseError
+from agentrun.leases import LeasePolicy
+from agentrun.runner.declared import DeclaredAgent
+from agentrun.runner.loop import AgentRunner
+from agentrun.runner.secrets import MappingSecrets
+from agentrun.stores.backend import open_backend
+
+STORE, MODEL_URL, MCP_URL, MODE = sys.argv[1:5]
+TENANT, RUN_ID = "crash", "run-1"
+SECRETS = MappingSecrets({"/".join(MODEL_KEY): "model-key", "/".join(AIRLINE_TOKEN): "token"})
+
+
+async def main() -> int:
+    spec = booking_spec(provider="openai", model_url=MODEL_URL, mcp_url=MCP_URL)
+    declared = await DeclaredAgent.build("booking-declared", spec, secrets=SECRETS)
+    backend = await open_backend(STORE)
+    runner = AgentRunner.on_backend(
+        backend,
+        declared.registered(),
+        lease_policy=LeasePolicy(ttl=1.0, renew_within=0.4),
+        holder=f"declared-worker-{os.getpid()}",
+    )
+    try:
+        if MODE == "start":
+            result = await runner.run(declared.definition, "go", tenant=TENANT, run_id=RUN_ID)
+        else:
+            for _ in range(100):
+                try:
+                    result = await runner.resume(declared.definition, RUN_ID, tenant=TENANT)
+                    break
+                except RunLeaseError:
+                    await asyncio.sleep(0.1)
+            else:
+                return 3
+    except IndeterminateToolCallError as error:
+        calls = [call_id for call_id, _ in error.calls]
+        print(json.dumps({"indeterminate": calls, "message": str(error)}))
+        return 4
+    finally:
+        await backend.close()
+        await declared.aclose()
+    print(json.dumps({"status": result.status.value, "output": result.output}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
