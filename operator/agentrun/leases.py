@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 
 class RunLease(FrozenModel):
+    """One tenure of one holder on one run: the fence it writes under, and its time left."""
+
     tenant: str
     run_id: str
     holder: str
@@ -51,6 +53,8 @@ class RunLease(FrozenModel):
 
 
 class LeasePolicy(FrozenModel):
+    """How long a lease outlives a silent holder (``ttl``), and how early it is renewed."""
+
     ttl: float = Field(default=60.0, gt=0)
     renew_within: float = Field(default=20.0, gt=0)
 
@@ -65,6 +69,8 @@ class LeasePolicy(FrozenModel):
 
 
 class LeaseStore(Protocol):
+    """Fenced run leases whose expiry the store's clock decides; fences never fall."""
+
     async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
         """Take the lease with a fence higher than any before, unless another holder's is live
         (``RunLeaseError`` naming it). The same holder may take its own live lease again."""

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from agentrun import Backend
+from agentrun.decisions import approval_request_id
 from agentrun.demo import services
 from agentrun.demo.booking import BOOKING
 from agentrun.frontier import (
@@ -25,8 +27,6 @@ from agentrun.frontier import (
 )
 from agentrun.idempotency import marker_key
 from agentrun.messages import Message, ToolCall, Usage
-from agentrun.runner.decisions import approval_request_id
-from agentrun.stores.backend import Backend
 from tests.cli.conftest import Cli
 
 DESCRIBE_DONE = [

@@ -7,7 +7,7 @@ make a real store observable or unreliable in one precise way.
 
 from __future__ import annotations
 
-from agentrun.checkpointing import CheckpointStore
+from agentrun.backend import CheckpointStore
 from agentrun.errors import AgentRunError, StoreUnavailableError
 from agentrun.history import HistoryStore
 from agentrun.idempotency import Claim, IdempotencyRecord, IdempotencyStore

@@ -23,7 +23,7 @@ from tests.support.kube import Kube
 from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer, redis_server
 
-from agentrun.stores.backend import open_backend
+from agentrun import open_backend
 
 
 @pytest.fixture(scope="module")

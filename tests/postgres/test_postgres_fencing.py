@@ -8,6 +8,7 @@ import uuid
 import asyncpg
 import pytest
 
+from agentrun import Backend
 from agentrun.checkpointing import Checkpointer
 from agentrun.errors import (
     BudgetExceededError,
@@ -17,7 +18,6 @@ from agentrun.errors import (
 )
 from agentrun.frontier import Boundary, Checkpoint
 from agentrun.messages import Message
-from agentrun.stores.backend import Backend
 from agentrun.stores.postgres import PostgresRefusedError
 
 

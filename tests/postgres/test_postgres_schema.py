@@ -10,8 +10,8 @@ from importlib.resources import files
 import asyncpg
 import pytest
 
+from agentrun import Backend
 from agentrun.errors import ConfigurationError
-from agentrun.stores.backend import Backend
 from agentrun.stores.postgres import (
     EXPECTED_CHECKPOINT_SCHEMA,
     SCHEMA_VERSION,

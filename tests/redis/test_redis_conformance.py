@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.stores.backend import Backend
+from agentrun import Backend
 from agentrun.testing import (
     CheckpointStoreConformance,
     HistoryStoreConformance,

@@ -14,12 +14,12 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from agentrun import Backend, open_backend
 from agentrun.checkpointing import Checkpointer
 from agentrun.errors import AgentRunError, CheckpointTooLargeError, StoreUnavailableError
 from agentrun.frontier import Boundary, Checkpoint
 from agentrun.leases import RunLease
 from agentrun.messages import Message
-from agentrun.stores.backend import Backend, open_backend
 from agentrun.stores.redis import SOCKET_TIMEOUT_S, UnreadableRecordError
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.redis_server import RedisServer

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.stores.backend import Backend, open_backend
+from agentrun import Backend, open_backend
 from agentrun.stores.memory import MemoryBackend
-from tests.runner.helpers import Stores
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +38,7 @@ async def sqlite(tmp_path: Path) -> AsyncIterator[Backend]:
 
 
 @pytest.fixture(params=["memory", "sqlite"])
-async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
+async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """Each test that takes ``stores`` runs once on memory and once on an SQLite file."""
     if request.param == "memory":
         yield MemoryBackend()

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from agentrun import Backend
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
 from agentrun.continuation import ContinuationPolicy
 from agentrun.frontier import Boundary, Checkpoint
@@ -26,10 +27,7 @@ from agentrun.runner.pricing import DEFAULT_PRICES, PriceTable
 from agentrun.runner.providers.base import ModelReply, Provider
 from agentrun.runner.providers.scripted import ScriptedProvider
 from agentrun.runner.tools import Tool
-from agentrun.stores.backend import Backend
-from agentrun.stores.memory import MemoryBackend
 
-Stores = MemoryBackend | Backend
 Turn = Sequence[tuple[str, dict[str, Any]]] | str
 
 
@@ -109,7 +107,7 @@ class Boundaries:
 
 
 def runner(
-    stores: Stores,
+    stores: Backend,
     provider: Provider,
     *,
     holder: str = "worker-a",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import JsonValue
 
+from agentrun.decisions import resolve
 from agentrun.errors import IndeterminateToolCallError
 from agentrun.idempotency import ClaimState, derive_key, remote_key
 from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.decisions import resolve
 from agentrun.runner.http_tool import http_post_tool
 from agentrun.runner.results import RunStatus
 from agentrun.stores.memory import MemoryBackend

@@ -6,18 +6,19 @@ import asyncio
 
 import pytest
 
+from agentrun import Backend
 from agentrun.errors import RunLeaseError
 from agentrun.frontier import Boundary
 from agentrun.leases import LeasePolicy, RunLease
 from agentrun.runner.results import RunStatus
 from agentrun.stores.memory import MemoryBackend
 from agentrun.testing import ManualClock
-from tests.runner.helpers import Boundaries, Crash, Probe, Stores, agent, runner, script
+from tests.runner.helpers import Boundaries, Crash, Probe, agent, runner, script
 
 TURNS = ([("act", {"item": "x"})], [("act", {"item": "y"})], "done")
 
 
-async def test_the_lease_is_held_for_the_whole_run_and_released_at_the_end(stores: Stores) -> None:
+async def test_the_lease_is_held_for_the_whole_run_and_released_at_the_end(stores: Backend) -> None:
     refusals: list[RunLeaseError] = []
     holders: list[RunLease | None] = []
 
@@ -40,7 +41,7 @@ async def test_the_lease_is_held_for_the_whole_run_and_released_at_the_end(store
     assert taken.fence == 2
 
 
-async def test_a_resume_holds_the_lease_it_took(stores: Stores) -> None:
+async def test_a_resume_holds_the_lease_it_took(stores: Backend) -> None:
     holders: list[RunLease | None] = []
 
     async def look(item: str) -> None:
@@ -62,7 +63,7 @@ async def test_a_resume_holds_the_lease_it_took(stores: Stores) -> None:
     assert await stores.leases.held("t", "r") is None
 
 
-async def test_a_resume_is_refused_while_another_worker_holds_the_lease(stores: Stores) -> None:
+async def test_a_resume_is_refused_while_another_worker_holds_the_lease(stores: Backend) -> None:
     probe = Probe("act")
     defined = agent(probe.tool())
     crash = Boundaries(crash_at=(Boundary.AFTER_MODEL_CALL, 1))

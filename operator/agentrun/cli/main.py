@@ -15,19 +15,19 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
+from agentrun import Backend, open_backend
 from agentrun.checkpointing import Checkpointer, WriteReceipt
 from agentrun.cli import kube
 from agentrun.cli.exits import EXIT_HELP, Exit, exit_for
 from agentrun.cli.render import lease_line, plan_json, plan_lines, result_line
+from agentrun.decisions import decide, resolve
 from agentrun.errors import AgentRunError, ConfigurationError, NothingCheckpointedError
 from agentrun.frontier import Checkpoint, describe
 from agentrun.leases import LeasePolicy, RunLease, default_holder
 from agentrun.resume import plan_resume
-from agentrun.runner.decisions import decide, resolve
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.registry import RegisteredAgent, load_agent, registered_agents
 from agentrun.runner.results import RunResult
-from agentrun.stores.backend import Backend, open_backend
 
 DEFAULT_STORE = "sqlite:///./.agentrun/state.db"
 RESOLVE_LEASE_TTL = 30.0

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentrun.checkpointing import CheckpointPolicy, WriteReceipt
+from agentrun.decisions import decide, resolve
 from agentrun.errors import (
     AgentRunError,
     CheckpointFormatError,
@@ -43,7 +44,6 @@ from agentrun.operator.kubeapi import Rejected
 from agentrun.operator.resource import AgentRunSpec
 from agentrun.operator.status import ConditionUpdate, StatusWriter, Superseded
 from agentrun.operator.tenancy import tenant_for
-from agentrun.runner.decisions import decide, resolve
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.registry import RegisteredAgent
 from agentrun.runner.results import RunResult, RunStatus

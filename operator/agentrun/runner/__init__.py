@@ -1,7 +1,6 @@
 """The loop: agent definitions, tools, providers, and ``AgentRunner``."""
 
 from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.decisions import ApprovalDecision, decide, decision_for, resolve
 from agentrun.runner.http_tool import http_post_tool
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.pricing import DEFAULT_PRICES, ModelPrice, PriceTable
@@ -13,7 +12,6 @@ __all__ = [
     "DEFAULT_PRICES",
     "AgentDefinition",
     "AgentRunner",
-    "ApprovalDecision",
     "ModelPrice",
     "ModelReply",
     "OpenAIChatProvider",
@@ -24,9 +22,6 @@ __all__ = [
     "ScriptedProvider",
     "Tool",
     "ToolError",
-    "decide",
-    "decision_for",
     "http_post_tool",
-    "resolve",
     "tool",
 ]

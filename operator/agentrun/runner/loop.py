@@ -30,8 +30,10 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from agentrun.backend import Backend
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
 from agentrun.continuation import ContinuationPolicy, continued
+from agentrun.decisions import approval_request_id, decision_for
 from agentrun.errors import (
     BudgetExceededError,
     ConfigurationError,
@@ -53,13 +55,11 @@ from agentrun.resume import (
     tracking_key,
 )
 from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.decisions import approval_request_id, decision_for
 from agentrun.runner.pricing import DEFAULT_PRICES, PriceTable
 from agentrun.runner.providers.base import Provider
 from agentrun.runner.registry import RegisteredAgent
 from agentrun.runner.results import RunResult, RunStatus
 from agentrun.runner.tools import Tool, ToolArgumentsError, ToolError
-from agentrun.stores.backend import Backend
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +109,12 @@ class _Run:
 
 
 class AgentRunner:
+    """Runs an agent and carries runs on from their checkpoints, never making a call twice.
+
+    ``run`` starts a run and ``resume`` carries one on; with a lease store both hold the run's
+    lease for all their work. Each returns a ``RunResult`` saying where the run stopped.
+    ``on_backend`` builds one over every store of a ``Backend``."""
+
     def __init__(
         self,
         *,
@@ -255,7 +261,7 @@ class AgentRunner:
         )
         taken_at = time.monotonic()
         carried = await resumer.resume(
-            run_id, tenant=tenant, worker=self.holder, before_planning=before_planning
+            run_id, tenant=tenant, holder=self.holder, before_planning=before_planning
         )
         holder = Leaseholder(self.leases, carried.lease, self.lease_policy, taken_at=taken_at)
         async with holder as lease:

@@ -25,6 +25,8 @@ GROUP = "agentrun.agents"
 
 @dataclass(frozen=True)
 class RegisteredAgent:
+    """An agent as an image registers it: its definition, the provider it talks to, its prices."""
+
     definition: AgentDefinition
     provider: Callable[[], Provider]
     prices: PriceTable = DEFAULT_PRICES

@@ -11,6 +11,8 @@ from agentrun.messages import Message, Usage
 
 
 class RunStatus(StrEnum):
+    """Where the loop stopped a run."""
+
     COMPLETED = "completed"
     AWAITING_APPROVAL = "awaiting_approval"
     BUDGET_EXCEEDED = "budget_exceeded"
@@ -22,6 +24,8 @@ class RunStatus(StrEnum):
 
 @dataclass(frozen=True)
 class RunResult:
+    """How a run stopped and where it got to: status, output, spend, fence and transcript."""
+
     run_id: str
     tenant: str
     status: RunStatus

@@ -57,6 +57,9 @@ def _arguments_model(name: str, fn: ToolFunction) -> type[BaseModel]:
 
 @dataclass(frozen=True)
 class Tool:
+    """An async function the model may call, with what the kit needs to never repeat its effect:
+    its key arguments, whether it is safe to repeat, whether it needs a person's approval."""
+
     name: str
     fn: ToolFunction = field(repr=False)
     description: str = ""

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from agentrun.backend import StoreSet
 from agentrun.errors import BudgetExceededError, RunLeaseError, StaleFenceError
 from agentrun.history import handle_for, verified
 from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
@@ -41,6 +42,8 @@ class FenceBook:
 
 
 class MemoryCheckpointStore:
+    """The reference ``CheckpointStore``, in process."""
+
     def __init__(self, fences: FenceBook | None = None) -> None:
         self._fences = fences or FenceBook()
         self._payloads: dict[Run, bytes] = {}
@@ -64,6 +67,8 @@ class _Lease:
 
 
 class MemoryLeaseStore:
+    """The reference ``LeaseStore``, in process, on an injectable clock."""
+
     def __init__(self, fences: FenceBook | None = None, clock: Clock = time.monotonic) -> None:
         self._fences = fences or FenceBook()
         self._clock = clock
@@ -126,6 +131,8 @@ class _Record:
 
 
 class MemoryIdempotencyStore:
+    """The reference ``IdempotencyStore``, in process, on an injectable clock."""
+
     def __init__(self, fences: FenceBook | None = None, clock: Clock = time.monotonic) -> None:
         self._fences = fences or FenceBook()
         self._clock = clock
@@ -241,6 +248,8 @@ class MemoryIdempotencyStore:
 
 
 class MemoryHistoryStore:
+    """The reference ``HistoryStore``, in process."""
+
     def __init__(self, fences: FenceBook | None = None) -> None:
         self._fences = fences or FenceBook()
         self._segments: dict[Run, dict[str, bytes]] = {}
@@ -259,6 +268,8 @@ class MemoryHistoryStore:
 
 
 class MemoryLedger:
+    """The reference ``Ledger``, in process."""
+
     def __init__(self, fences: FenceBook | None = None) -> None:
         self._fences = fences or FenceBook()
         self._charges: dict[Run, dict[str, int]] = {}
@@ -290,16 +301,23 @@ class MemoryLedger:
         self._charges.pop((tenant, run_id), None)
 
 
-@dataclass
-class MemoryBackend:
-    """Every memory store of one process, sharing one fence book and one clock."""
+class MemoryBackend(StoreSet):
+    """Every memory store of one process, sharing one fence book and one clock: a ``Backend``
+    that tests (and ``open_backend("memory://")``) use where a real one would need a server."""
 
-    clock: Clock = time.monotonic
-    fences: FenceBook = field(default_factory=FenceBook)
+    checkpoints: MemoryCheckpointStore
+    leases: MemoryLeaseStore
+    idempotency: MemoryIdempotencyStore
+    history: MemoryHistoryStore
+    ledger: MemoryLedger
 
-    def __post_init__(self) -> None:
-        self.checkpoints = MemoryCheckpointStore(self.fences)
-        self.leases = MemoryLeaseStore(self.fences, self.clock)
-        self.idempotency = MemoryIdempotencyStore(self.fences, self.clock)
-        self.history = MemoryHistoryStore(self.fences)
-        self.ledger = MemoryLedger(self.fences)
+    def __init__(self, clock: Clock = time.monotonic, *, url: str = "memory://") -> None:
+        fences = FenceBook()
+        super().__init__(
+            checkpoints=MemoryCheckpointStore(fences),
+            leases=MemoryLeaseStore(fences, clock),
+            idempotency=MemoryIdempotencyStore(fences, clock),
+            history=MemoryHistoryStore(fences),
+            ledger=MemoryLedger(fences),
+            url=url,
+        )

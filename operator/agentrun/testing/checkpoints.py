@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentrun.checkpointing import CheckpointStore
+from agentrun.backend import CheckpointStore
 from agentrun.errors import StaleFenceError
 from agentrun.testing._base import ConformanceBase
 from agentrun.testing.hostile import HOSTILE_IDS

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 
 class ManualClock:
+    """A clock that stands still until a test moves it (``advance``)."""
+
     def __init__(self, start: float = 1_000_000.0) -> None:
         self.now = start
 

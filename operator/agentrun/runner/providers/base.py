@@ -19,12 +19,16 @@ class ProviderError(AgentRunError):
 
 
 class ModelReply(FrozenModel):
+    """What a model answered: text, the tool calls it asks for, and the tokens it used."""
+
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Usage()
 
 
 class Provider(Protocol):
+    """A model behind any wire format: messages and tool schemas in, a ``ModelReply`` out."""
+
     async def complete(
         self,
         *,

@@ -58,6 +58,8 @@ def _reply(body: dict[str, Any]) -> ModelReply:
 
 
 class OpenAIChatProvider:
+    """A ``Provider`` speaking OpenAI's ``/v1/chat/completions`` over plain HTTP."""
+
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.api_key = api_key

@@ -28,7 +28,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
+try:
+    import asyncpg
+except ModuleNotFoundError as missing:
+    from agentrun.stores.drivers import missing_driver
+
+    raise missing_driver(missing, driver="asyncpg", extra="postgres") from missing
 
 from agentrun.errors import (
     AgentRunError,

@@ -42,13 +42,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis
+try:
+    from redis.asyncio import BlockingConnectionPool, Redis
+except ModuleNotFoundError as missing:
+    from agentrun.stores.drivers import missing_driver
+
+    raise missing_driver(missing, driver="redis", extra="redis") from missing
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from agentrun.backend import StoreSet
 from agentrun.errors import ConfigurationError, StoreUnavailableError
-from agentrun.stores.backend import Backend
 from agentrun.stores.redis._shared import (
     DEFAULT_PREFIX,
     DRIVER_ERRORS,
@@ -89,9 +94,9 @@ def backend_on(
     prefix: str = DEFAULT_PREFIX,
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     url: str = "redis://",
-) -> Backend:
+) -> StoreSet:
     """The five stores on ``client``; closing the backend closes the client."""
-    return Backend(
+    return StoreSet(
         checkpoints=RedisCheckpointStore(client, prefix=prefix, max_value_bytes=max_value_bytes),
         leases=RedisLeaseStore(client, prefix=prefix),
         idempotency=RedisIdempotencyStore(client, prefix=prefix),
@@ -117,7 +122,7 @@ def _size(url: str, value: str) -> int:
         ) from None
 
 
-async def open_backend(url: str) -> Backend:
+async def open_backend(url: str) -> StoreSet:
     """Open the five Redis stores ``url`` names (the forms are in this module's docstring).
 
     A single server is not contacted until a store is used, so a Redis that is briefly down at
