@@ -19,7 +19,7 @@ from agentrun import Backend
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
 from agentrun.continuation import ContinuationPolicy
 from agentrun.frontier import Boundary, Checkpoint
-from agentrun.leases import LeasePolicy
+from agentrun.leases import MONOTONIC, Clock, LeasePolicy
 from agentrun.messages import Message
 from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.loop import AgentRunner
@@ -119,6 +119,7 @@ def runner(
     lease_policy: LeasePolicy | None = None,
     continuation: ContinuationPolicy | None = None,
     prices: PriceTable = DEFAULT_PRICES,
+    clock: Clock = MONOTONIC,
 ) -> AgentRunner:
     return AgentRunner(
         provider=provider,
@@ -133,6 +134,7 @@ def runner(
         continuation=continuation,
         holder=holder,
         on_boundary=boundaries,
+        clock=clock,
     )
 
 

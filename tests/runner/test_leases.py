@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from agentrun import Backend
@@ -80,22 +78,25 @@ async def test_a_resume_is_refused_while_another_worker_holds_the_lease(stores: 
 
 
 async def test_a_lost_lease_stops_the_run_before_the_next_dispatch() -> None:
-    clock = ManualClock()
-    memory = MemoryBackend(clock=clock)
+    store_clock, holder_clock = ManualClock(), ManualClock()
+    memory = MemoryBackend(clock=store_clock)
 
     async def pause_past_ttl(item: str) -> None:
-        clock.advance(60)  # on the store's clock the lease lapses...
+        store_clock.advance(60)  # on the store's clock the lease lapses...
         await memory.leases.acquire("t", "r", "worker-b", ttl=60)  # ...and another takes it
-        await asyncio.sleep(0.5)  # the holder's renewal (due after 0.2s) is refused
+        await holder_clock.pass_time(0.3)  # the holder's renewal (due after 0.2s) is refused
 
     look = Probe("look", during=pause_past_ttl)
     act = Probe("act")
     defined = agent(look.tool(read_only=True), act.tool())
     provider = script([("look", {"item": "a"}), ("act", {"item": "b"})], "done")
     with pytest.raises(RunLeaseError, match="the lease was lost"):
-        await runner(memory, provider, lease_policy=LeasePolicy(ttl=0.4, renew_within=0.2)).run(
-            defined, "go", tenant="t", run_id="r"
-        )
+        await runner(
+            memory,
+            provider,
+            lease_policy=LeasePolicy(ttl=0.4, renew_within=0.2),
+            clock=holder_clock,
+        ).run(defined, "go", tenant="t", run_id="r")
     assert look.calls == ["a"]
     assert act.calls == []
     held = await memory.leases.held("t", "r")

@@ -24,7 +24,10 @@ async def test_the_readme_kit_example_runs(tmp_path: Path) -> None:
     )
     namespace: dict[str, object] = {}
     exec(
-        imports + "async def example():\n" + textwrap.indent(body, "    ") + "    return run, backend\n",
+        imports
+        + "async def example():\n"
+        + textwrap.indent(body, "    ")
+        + "    return run, backend\n",
         namespace,
     )
     example_function = namespace["example"]

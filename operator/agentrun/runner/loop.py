@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +41,15 @@ from agentrun.errors import (
 )
 from agentrun.frontier import Boundary, Checkpoint, PendingApproval, PendingCall
 from agentrun.idempotency import ClaimState, IdempotencyStore, derive_key, remote_key
-from agentrun.leases import Leaseholder, LeasePolicy, LeaseStore, RunLease, default_holder
+from agentrun.leases import (
+    MONOTONIC,
+    Clock,
+    Leaseholder,
+    LeasePolicy,
+    LeaseStore,
+    RunLease,
+    default_holder,
+)
 from agentrun.ledger import Ledger
 from agentrun.messages import Message, TextPart, ToolCall, Usage
 from agentrun.resume import (
@@ -130,10 +137,12 @@ class AgentRunner:
         on_boundary: BoundaryObserver | None = None,
         on_lease: Callable[[RunLease, bool], Awaitable[None]] | None = None,
         on_result: Callable[[RunResult], Awaitable[None]] | None = None,
+        clock: Clock = MONOTONIC,
     ) -> None:
         """``on_lease`` hears of each lease taken (and whether it resumes a run);
         ``on_result`` hears how the run stopped while its lease is still held, so what it
-        records lands before another worker can take the run."""
+        records lands before another worker can take the run. ``clock`` is what the lease's
+        holder keeps its deadline on (a test's hand-moved one)."""
         self.provider = provider
         self.idempotency = idempotency
         self.checkpoints = checkpoints
@@ -146,6 +155,7 @@ class AgentRunner:
         self.on_boundary = on_boundary
         self.on_lease = on_lease
         self.on_result = on_result
+        self.clock = clock
 
     @classmethod
     def on_backend(
@@ -259,11 +269,13 @@ class AgentRunner:
             idempotency=self.idempotency,
             policy=self.lease_policy,
         )
-        taken_at = time.monotonic()
+        taken_at = self.clock()
         carried = await resumer.resume(
             run_id, tenant=tenant, holder=self.holder, before_planning=before_planning
         )
-        holder = Leaseholder(self.leases, carried.lease, self.lease_policy, taken_at=taken_at)
+        holder = Leaseholder(
+            self.leases, carried.lease, self.lease_policy, taken_at=taken_at, clock=self.clock
+        )
         async with holder as lease:
             if self.on_lease is not None:  # inside, so the lease goes back if it raises
                 await self.on_lease(carried.lease, True)
@@ -629,7 +641,7 @@ class AgentRunner:
             yield None
             return
         lease = await Leaseholder.acquire(
-            self.leases, tenant, run_id, self.holder, self.lease_policy
+            self.leases, tenant, run_id, self.holder, self.lease_policy, clock=self.clock
         )
         async with lease:
             if self.on_lease is not None:  # inside, so the lease goes back if it raises

@@ -22,7 +22,8 @@ from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holde
 from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
 
 Run = tuple[str, str]
-Clock = Callable[[], float]
+Now = Callable[[], float]
+"""The store's clock: expiry is decided by it, never by a caller's."""
 
 
 class FenceBook:
@@ -69,7 +70,7 @@ class _Lease:
 class MemoryLeaseStore:
     """The reference ``LeaseStore``, in process, on an injectable clock."""
 
-    def __init__(self, fences: FenceBook | None = None, clock: Clock = time.monotonic) -> None:
+    def __init__(self, fences: FenceBook | None = None, clock: Now = time.monotonic) -> None:
         self._fences = fences or FenceBook()
         self._clock = clock
         self._leases: dict[Run, _Lease] = {}
@@ -133,7 +134,7 @@ class _Record:
 class MemoryIdempotencyStore:
     """The reference ``IdempotencyStore``, in process, on an injectable clock."""
 
-    def __init__(self, fences: FenceBook | None = None, clock: Clock = time.monotonic) -> None:
+    def __init__(self, fences: FenceBook | None = None, clock: Now = time.monotonic) -> None:
         self._fences = fences or FenceBook()
         self._clock = clock
         self._records: dict[tuple[str, str, str], _Record] = {}
@@ -311,7 +312,7 @@ class MemoryBackend(StoreSet):
     history: MemoryHistoryStore
     ledger: MemoryLedger
 
-    def __init__(self, clock: Clock = time.monotonic, *, url: str = "memory://") -> None:
+    def __init__(self, clock: Now = time.monotonic, *, url: str = "memory://") -> None:
         fences = FenceBook()
         super().__init__(
             checkpoints=MemoryCheckpointStore(fences),
