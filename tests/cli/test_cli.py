@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,7 @@ from agentrun.frontier import (
 from agentrun.idempotency import marker_key
 from agentrun.messages import Message, ToolCall, Usage
 from tests.cli.conftest import Cli
+from tests.runner.wire import endpoint
 
 DESCRIBE_DONE = [
     "run r  tenant t  agent booking",
@@ -328,3 +330,21 @@ def test_a_budget_stops_the_run_and_resume_can_raise_it(cli: Cli) -> None:
     # the kept reply's booking is dispatched without asking the model again: 4 calls in all
     assert raised.stdout.splitlines()[-1].startswith("run r completed at iteration 4, 6132 micros")
     assert len(services.bookings()) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "exit_code", "says"),
+    [(503, 5, "answered 503"), (429, 5, "answered 429"), (401, 6, "answered 401")],
+)
+def test_a_provider_that_fails_exits_5_only_when_a_retry_can_help(
+    cli: Cli, status: int, exit_code: int, says: str
+) -> None:
+    """A busy model is worth asking again (5); one that refuses the key is not (6)."""
+    with endpoint() as server:
+        server.answer(status, {"error": {"message": "no"}})
+        cli.env["AGENTRUN_AGENT_MODULES"] = "tests.cli.remote_agent"
+        cli.env["AGENTRUN_TEST_PROVIDER_URL"] = server.url
+        cli.env["PYTHONPATH"] += os.pathsep + str(Path(__file__).parents[2])
+        answer = cli("run", "remote", "--input", "hi", "--tenant", "t", "--run-id", "p")
+    assert answer.returncode == exit_code, answer.stderr
+    assert says in answer.stderr

@@ -308,6 +308,7 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
     from kubernetes.config import new_client_from_config
 
     from agentrun.operator.kubeapi import KubeApi
+    from agentrun.operator.resource import AgentRunStatus
     from agentrun.operator.status import StatusWriter, Superseded
 
     _apply(kube, "fenced", "slowbook")
@@ -322,7 +323,7 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
         writer = StatusWriter(api, kube.namespace, "fenced")
         writer.fence = current - 1
         with pytest.raises(Superseded):
-            await writer.write({"iteration": 99})
+            await writer.write(AgentRunStatus(iteration=99))
         newer = StatusWriter(api, kube.namespace, "fenced")
         with pytest.raises(Superseded):
             await newer.take_over("impostor", current, resumed=False)

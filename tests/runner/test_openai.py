@@ -7,6 +7,7 @@ import socket
 import pytest
 
 from agentrun.messages import Message, ToolCall, Usage
+from agentrun.outcomes import Outcome
 from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.pricing import ModelPrice, PriceTable
 from agentrun.runner.providers.base import ProviderError
@@ -62,34 +63,45 @@ async def test_no_key_no_tools_plain_text() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "body", "says"),
+    ("status", "body", "says", "outcome"),
     [
-        (500, {"error": {"message": "overloaded"}}, "answered 500"),
-        (401, {"error": {"message": "bad key"}}, "answered 401"),
-        (200, b"<html>gateway timeout</html>", "could not be asked"),
-        (200, {"choices": []}, "cannot read"),
-        (200, {"choices": [{"message": {"tool_calls": [{"id": "x"}]}}]}, "cannot read"),
+        (500, {"error": {"message": "overloaded"}}, "answered 500", Outcome.PROVIDER_UNAVAILABLE),
+        (429, {"error": {"message": "slow down"}}, "answered 429", Outcome.PROVIDER_UNAVAILABLE),
+        (401, {"error": {"message": "bad key"}}, "answered 401", Outcome.REFUSED),
+        (200, b"<html>gateway timeout</html>", "not JSON", Outcome.REFUSED),
+        (200, {"choices": []}, "cannot read", Outcome.REFUSED),
+        (
+            200,
+            {"choices": [{"message": {"tool_calls": [{"id": "x"}]}}]},
+            "cannot read",
+            Outcome.REFUSED,
+        ),
     ],
-    ids=["500", "401", "garbage", "no-choices", "broken-call"],
+    ids=["500", "429", "401", "garbage", "no-choices", "broken-call"],
 )
-async def test_a_bad_answer_is_a_provider_error(status: int, body: object, says: str) -> None:
+async def test_a_bad_answer_is_a_provider_error_that_says_whether_to_retry(
+    status: int, body: object, says: str, outcome: Outcome
+) -> None:
+    """A busy or failing server is worth asking again; a refusal or an unreadable reply is not."""
     with endpoint() as server:
         server.answer(status, body)
         with pytest.raises(ProviderError, match=says) as raised:
             await OpenAIChatProvider(server.url).complete(
                 model="m", messages=CONVERSATION, tools=[]
             )
-    assert raised.value.retryable
+    assert raised.value.outcome is outcome
+    assert raised.value.retryable is outcome.retryable
 
 
 async def test_an_unreachable_server_is_a_provider_error() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with pytest.raises(ProviderError, match="could not be asked"):
+    with pytest.raises(ProviderError, match="could not be asked") as raised:
         await OpenAIChatProvider(f"http://127.0.0.1:{port}", timeout=2).complete(
             model="m", messages=CONVERSATION, tools=[]
         )
+    assert raised.value.outcome is Outcome.PROVIDER_UNAVAILABLE
 
 
 async def test_an_agent_runs_end_to_end_through_the_wire(memory: MemoryBackend) -> None:

@@ -13,17 +13,18 @@ import getpass
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Awaitable, Callable, Sequence
 
 from agentrun import Backend, open_backend
 from agentrun.checkpointing import Checkpointer, WriteReceipt
 from agentrun.cli import kube
-from agentrun.cli.exits import EXIT_HELP, Exit, exit_for
 from agentrun.cli.render import lease_line, plan_json, plan_lines, result_line
 from agentrun.decisions import decide, resolve
 from agentrun.errors import AgentRunError, ConfigurationError, NothingCheckpointedError
 from agentrun.frontier import Checkpoint, describe
 from agentrun.leases import LeasePolicy, RunLease, default_holder
+from agentrun.outcomes import Exit
 from agentrun.resume import plan_resume
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.registry import RegisteredAgent, load_agent, registered_agents
@@ -31,6 +32,12 @@ from agentrun.runner.results import RunResult
 
 DEFAULT_STORE = "sqlite:///./.agentrun/state.db"
 RESOLVE_LEASE_TTL = 30.0
+EXIT_HELP = "exit codes:\n" + "\n".join(
+    textwrap.fill(
+        code.meaning, width=95, initial_indent=f"  {code.value}  ", subsequent_indent="     "
+    )
+    for code in Exit
+)
 
 Command = Callable[[argparse.Namespace, Backend], Awaitable[Exit]]
 
@@ -114,7 +121,7 @@ async def _resume(args: argparse.Namespace, backend: Backend) -> Exit:
 
 def _finish(result: RunResult) -> Exit:
     _say(result_line(result))
-    return Exit.CARRIED_ON
+    return result.outcome.exit_code
 
 
 async def _approve(args: argparse.Namespace, backend: Backend) -> Exit:
@@ -341,9 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _in_cluster(args)
         return int(asyncio.run(_dispatch(args)))
     except AgentRunError as error:
-        code = exit_for(error)
         print(f"agentrun: {error}", file=sys.stderr, flush=True)
-        return int(code)
+        return int(error.outcome.exit_code)
     except KeyboardInterrupt:
         return 130
 

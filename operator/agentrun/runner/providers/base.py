@@ -10,12 +10,17 @@ from pydantic import JsonValue
 from agentrun._base import FrozenModel
 from agentrun.errors import AgentRunError
 from agentrun.messages import Message, ToolCall, Usage
+from agentrun.outcomes import Outcome
 
 
 class ProviderError(AgentRunError):
-    """The model could not be asked (transport, status, unreadable reply)."""
+    """The model could not be asked: unreachable or busy (``unavailable``, worth asking again
+    later), or it refused the request or sent a reply nobody can read (asking again will not
+    help: fix the key, the model name, the provider)."""
 
-    retryable = True
+    def __init__(self, message: str, *, unavailable: bool) -> None:
+        super().__init__(message)
+        self.outcome = Outcome.PROVIDER_UNAVAILABLE if unavailable else Outcome.REFUSED
 
 
 class ModelReply(FrozenModel):

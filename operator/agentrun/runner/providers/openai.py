@@ -19,6 +19,9 @@ from pydantic import JsonValue
 from agentrun.messages import Message, ToolCall, Usage
 from agentrun.runner.providers.base import ModelReply, ProviderError
 
+BUSY = frozenset({408, 425, 429})
+"""Statuses that say "not now" rather than "no": asking again later can succeed (as 5xx can)."""
+
 
 def _wire_message(message: Message) -> dict[str, Any]:
     wire: dict[str, Any] = {"role": message.role, "content": message.text}
@@ -76,9 +79,16 @@ class OpenAIChatProvider:
                 return body
         except urllib.error.HTTPError as exc:
             detail = exc.read()[:500].decode(errors="replace")
-            raise ProviderError(f"{self.url} answered {exc.code}: {detail}") from exc
-        except (urllib.error.URLError, TimeoutError, ValueError) as exc:
-            raise ProviderError(f"{self.url} could not be asked: {exc}") from exc
+            raise ProviderError(
+                f"{self.url} answered {exc.code}: {detail}",
+                unavailable=exc.code in BUSY or exc.code >= 500,
+            ) from exc
+        except (urllib.error.URLError, TimeoutError) as exc:
+            raise ProviderError(f"{self.url} could not be asked: {exc}", unavailable=True) from exc
+        except ValueError as exc:
+            raise ProviderError(
+                f"{self.url} sent a reply that is not JSON: {exc}", unavailable=False
+            ) from exc
 
     async def complete(
         self,
@@ -95,5 +105,5 @@ class OpenAIChatProvider:
             return _reply(body)
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ProviderError(
-                f"{self.url} sent a reply this provider cannot read: {exc}"
+                f"{self.url} sent a reply this provider cannot read: {exc}", unavailable=False
             ) from exc

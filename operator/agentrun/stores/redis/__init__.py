@@ -42,15 +42,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-try:
-    from redis.asyncio import BlockingConnectionPool, Redis
-except ModuleNotFoundError as missing:
-    from agentrun.stores.drivers import missing_driver
+from agentrun.stores.drivers import driver
 
-    raise missing_driver(missing, driver="redis", extra="redis") from missing
-from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+with driver("redis", extra="redis"):
+    from redis.asyncio import BlockingConnectionPool, Redis
+    from redis.asyncio.cluster import RedisCluster
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
 
 from agentrun.backend import StoreSet
 from agentrun.errors import ConfigurationError, StoreUnavailableError
