@@ -39,8 +39,12 @@ DESCRIBE_DONE = [
 FINAL = "Booked one seat on LH1172 for Ada Lovelace and sent her a text."
 
 
+START = ("run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id")
+"""How every test starts the booking run (the run id follows)."""
+
+
 def _start(cli: Cli, run_id: str = "r") -> None:
-    done = cli("run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id", run_id)
+    done = cli(*START, run_id)
     assert done.returncode == 0, done.stderr
     assert f"run {run_id} completed at iteration 4, 6132 micros: {FINAL}" in done.stdout
 
@@ -65,10 +69,7 @@ def test_help_lists_the_commands_and_the_exit_codes(cli: Cli) -> None:
 
 
 def test_run_inspect_and_resume_a_finished_run(cli: Cli) -> None:
-    started = cli(
-        "run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id", "r",
-        "--holder", "w1",
-    )  # fmt: skip
+    started = cli(*START, "r", "--holder", "w1")
     assert started.returncode == 0, started.stderr
     lines = started.stdout.splitlines()
     assert lines[:2] == ["starting booking as w1", "held with fence 1 by w1"]
@@ -178,8 +179,7 @@ async def test_a_run_held_by_another_worker_exits_3_naming_it(cli: Cli, backend:
 async def _kill_while_notifying(cli: Cli, backend: Backend) -> None:
     """Start the booking run and SIGKILL it while the (keyless) text message is in flight."""
     worker = cli.spawn(
-        "run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id", "r",
-        "--lease-ttl", "1", "--holder", "doomed",
+        *START, "r", "--lease-ttl", "1", "--holder", "doomed",
         AGENTRUN_DEMO_LINGER="notify", AGENTRUN_DEMO_LINGER_SECONDS="60",
     )  # fmt: skip
     deadline = time.monotonic() + 30
@@ -314,10 +314,7 @@ def test_schema_and_agents(cli: Cli) -> None:
 
 
 def test_a_budget_stops_the_run_and_resume_can_raise_it(cli: Cli) -> None:
-    stopped = cli(
-        "run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id", "r",
-        "--budget-micros", "2000",
-    )  # fmt: skip
+    stopped = cli(*START, "r", "--budget-micros", "2000")
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stdout.splitlines()[-1] == "run r budget_exceeded at iteration 2, 2692 micros"
     # the reply that crossed the budget was kept (iteration 2); over budget, nothing is dispatched

@@ -8,7 +8,7 @@ from agentrun.decisions import resolve
 from agentrun.errors import ConfigurationError
 from agentrun.frontier import Boundary
 from agentrun.stores.memory import MemoryBackend
-from tests.kit.frontiers import frontier, pending
+from tests.support.frontiers import frontier, pending
 
 
 async def test_an_answer_that_a_call_ran_needs_its_result(backend: MemoryBackend) -> None:

@@ -15,8 +15,8 @@ from agentrun.errors import RunLeaseError, StaleFenceError
 from agentrun.leases import Leaseholder, LeasePolicy, RunLease, default_holder
 from agentrun.stores.memory import MemoryBackend, MemoryLeaseStore
 from agentrun.testing import ManualClock
-from tests.kit.frontiers import RUN, TENANT
-from tests.kit.stores import CountingRenewals, FailingRenewals, unavailable
+from tests.kit.stores import Renewals, unavailable
+from tests.support.frontiers import RUN, TENANT
 
 FAST = LeasePolicy(ttl=0.4, renew_within=0.2)
 
@@ -44,7 +44,7 @@ def test_superseded_by_compares_fences_of_one_run() -> None:
 
 
 async def test_it_renews_in_the_background_and_keeps_the_fence(clock: ManualClock) -> None:
-    store = CountingRenewals(MemoryLeaseStore(clock=clock))
+    store = Renewals(MemoryLeaseStore(clock=clock))
     async with await Leaseholder.acquire(store, TENANT, RUN, "w1", FAST, clock=clock) as holder:
         fence = holder.fence
         await clock.pass_time(1.5)  # almost four TTLs
@@ -102,7 +102,7 @@ async def test_losing_to_another_holder_sets_lost_and_stops_the_run(clock: Manua
 
 async def test_a_refused_renewal_sets_lost(clock: ManualClock) -> None:
     refusal = RunLeaseError(RUN, TENANT, requested_by="w1", holder="w9", fence=7)
-    store = FailingRenewals(MemoryLeaseStore(clock=clock), refusal)
+    store = Renewals(MemoryLeaseStore(clock=clock), refusal)
     async with await Leaseholder.acquire(store, TENANT, RUN, "w1", FAST, clock=clock) as holder:
         await clock.pass_time(0.3)  # renewal due after 0.2s
         assert holder.lost.is_set()
@@ -113,7 +113,7 @@ async def test_a_refused_renewal_sets_lost(clock: ManualClock) -> None:
 
 async def test_failing_renewals_set_lost_before_the_lease_lapses(clock: ManualClock) -> None:
     policy = LeasePolicy(ttl=1.2, renew_within=0.8)
-    store = FailingRenewals(MemoryLeaseStore(clock=clock), unavailable("renew the lease"))
+    store = Renewals(MemoryLeaseStore(clock=clock), unavailable("renew the lease"))
     async with await Leaseholder.acquire(store, TENANT, RUN, "w1", policy, clock=clock) as holder:
         started = clock()
         while not holder.lost.is_set() and clock() - started < 2 * policy.ttl:

@@ -19,8 +19,8 @@ from agentrun.idempotency import marker_key
 from agentrun.leases import LeasePolicy
 from agentrun.resume import Resumer, plan_resume
 from agentrun.stores.memory import MemoryBackend
-from tests.kit.frontiers import RUN, TENANT, conversation, frontier, pending
 from tests.kit.stores import CountingCheckpointStore
+from tests.support.frontiers import RUN, TENANT, conversation, frontier, pending
 
 
 def resumer_for(

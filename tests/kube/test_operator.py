@@ -375,16 +375,21 @@ def test_deleting_a_run_forgets_it_in_the_stores(
     assert all(key.endswith(":fence") or key.endswith(":lease") for key in keys), keys
 
 
-def test_the_store_going_away_mid_run_shows_and_recovers(
-    kube: Kube, operators: Operators, redis: RedisServer
-) -> None:
-    _apply(kube, "weathered", "patient", ttl=30)
+def _start_patiently(kube: Kube, operators: Operators, name: str, *, ttl: int) -> None:
+    """Apply a run of the ``patient`` agent and wait until it waits after its first step."""
+    _apply(kube, name, "patient", ttl=ttl)
     wait_for(
         "the first wait",
-        lambda: _get(kube, "weathered").get("status", {}).get("iteration") == 1,
+        lambda: _get(kube, name).get("status", {}).get("iteration") == 1,
         60,
         operators.logs,
     )
+
+
+def test_the_store_going_away_mid_run_shows_and_recovers(
+    kube: Kube, operators: Operators, redis: RedisServer
+) -> None:
+    _start_patiently(kube, operators, "weathered", ttl=30)
     seen: list[dict[str, Any]] = []
 
     def refused() -> bool:
@@ -429,13 +434,7 @@ def test_a_changed_agent_definition_is_refused_as_a_revision_mismatch(
 def test_suspend_pauses_the_run_at_its_next_step_and_hands_the_lease_back(
     kube: Kube, operators: Operators, redis: RedisServer
 ) -> None:
-    _apply(kube, "paused", "patient", ttl=60)
-    wait_for(
-        "the first wait",
-        lambda: _get(kube, "paused").get("status", {}).get("iteration") == 1,
-        60,
-        operators.logs,
-    )
+    _start_patiently(kube, operators, "paused", ttl=60)
     kube.kubectl("patch", "agentrun", "paused", "--type=merge", "-p", '{"spec":{"suspend":true}}')
     wait_for(
         "Suspended",

@@ -22,6 +22,8 @@ def _same(stored: bytes | None, payload: bytes) -> bool:
 
 
 class CheckpointStoreConformance(ConformanceBase):
+    role = "checkpoints"
+
     async def test_nothing_before_the_first_write(
         self, store: CheckpointStore, tenant: str
     ) -> None:
