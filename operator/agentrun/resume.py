@@ -24,7 +24,7 @@ where it does not hand it to its caller.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from agentrun._base import FrozenModel
@@ -203,24 +203,16 @@ class CarriedRun:
     lease: RunLease
 
 
+@dataclass(kw_only=True)
 class Resumer:
     """Takes a run's lease, then reads and decides its frontier, so the worker that loses never
     sees the run; hands the lease to its caller or releases it."""
 
-    def __init__(
-        self,
-        *,
-        checkpoints: Checkpointer,
-        leases: LeaseStore,
-        idempotency: IdempotencyStore,
-        history: HistoryStore | None = None,
-        policy: LeasePolicy | None = None,
-    ) -> None:
-        self.checkpoints = checkpoints
-        self.leases = leases
-        self.idempotency = idempotency
-        self.history = history
-        self.policy = policy or LeasePolicy()
+    checkpoints: Checkpointer
+    leases: LeaseStore
+    idempotency: IdempotencyStore
+    history: HistoryStore | None = None
+    policy: LeasePolicy = field(default_factory=LeasePolicy)
 
     async def resume(
         self,
