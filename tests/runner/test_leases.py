@@ -102,3 +102,23 @@ async def test_a_lost_lease_stops_the_run_before_the_next_dispatch() -> None:
     held = await memory.leases.held("t", "r")
     assert held is not None
     assert (held.holder, held.fence) == ("worker-b", 2)
+
+
+async def test_without_a_lease_store_a_runner_holds_its_runs_in_a_memory_one(
+    memory: MemoryBackend,
+) -> None:
+    """One path for every run: a runner given no lease store still runs each run under a lease
+    (its own memory store's), so a lost one stops it like any other."""
+    seen: list[RunLease | None] = []
+    probe = Probe("act")
+    unleased = runner(memory, script(*TURNS), leases=False)
+
+    async def look(item: str) -> None:
+        seen.append(await unleased.leases.held("t", "r"))
+
+    probe.during = look
+    result = await unleased.run(agent(probe.tool()), "go", tenant="t", run_id="r")
+    assert result.status is RunStatus.COMPLETED
+    assert [(lease.holder, lease.fence) for lease in seen if lease] == [("worker-a", 1)] * 2
+    assert await unleased.leases.held("t", "r") is None
+    assert await memory.leases.held("t", "r") is None  # the backend's store was never asked

@@ -42,14 +42,7 @@ from agentrun.leases import (
 )
 from agentrun.ledger import Ledger
 from agentrun.messages import Message
-from agentrun.resume import (
-    ResumePlan,
-    Resumer,
-    claim_resume,
-    read_and_plan,
-    refuse_if_undecidable,
-    release_resume,
-)
+from agentrun.resume import ResumePlan, Resumer, refuse_if_undecidable
 from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.boundaries import BoundaryObserver, BoundaryWriter
 from agentrun.runner.dispatch import Dispatcher
@@ -59,13 +52,14 @@ from agentrun.runner.registry import RegisteredAgent
 from agentrun.runner.results import RunResult, RunStatus
 from agentrun.runner.state import Interrupted, Paused, RunState
 from agentrun.runner.turns import Turns
+from agentrun.stores.memory import MemoryLeaseStore
 
 
 class AgentRunner:
     """Runs an agent and carries runs on from their checkpoints, never making a call twice.
 
-    ``run`` starts a run and ``resume`` carries one on; with a lease store both hold the run's
-    lease for all their work. Each returns a ``RunResult`` saying where the run stopped.
+    ``run`` starts a run and ``resume`` carries one on; both hold the run's lease for all their
+    work. Each returns a ``RunResult`` saying where the run stopped.
     ``on_backend`` builds one over every store of a ``Backend``."""
 
     def __init__(
@@ -88,11 +82,15 @@ class AgentRunner:
         """``on_lease`` hears of each lease taken (and whether it resumes a run);
         ``on_result`` hears how the run stopped while its lease is still held, so what it
         records lands before another worker can take the run. ``clock`` is what the lease's
-        holder keeps its deadline on (a test's hand-moved one)."""
+        holder keeps its deadline on (a test's hand-moved one).
+
+        Without ``leases`` the runner holds its leases in a memory lease store of its own: one
+        path for every run, but one that keeps only this runner's runs apart. Workers that
+        share the other stores must share a lease store too (``open_backend`` gives one)."""
         self.provider = provider
         self.idempotency = idempotency
         self.checkpoints = checkpoints
-        self.leases = leases
+        self.leases: LeaseStore = leases if leases is not None else MemoryLeaseStore(clock=clock)
         self.ledger = ledger
         self.prices = prices
         self.lease_policy = lease_policy or LeasePolicy()
@@ -176,7 +174,7 @@ class AgentRunner:
                 tenant=tenant,
                 run_id=run_id,
                 holder=self.holder,
-                fence=lease.fence if lease else 0,
+                fence=lease.fence,
                 lease=lease,
                 messages=[Message.of("system", agent.instructions), Message.of("user", input)],
                 budget_micros=budget_micros,
@@ -202,23 +200,8 @@ class AgentRunner:
         """Carry a run on from its checkpoint, deciding every call that was outstanding.
 
         ``before_planning`` runs under the run's lease once the frontier is read (see
-        ``Resumer.resume``); without a lease store it runs under the resume claim.
+        ``Resumer.resume``).
         """
-        if self.leases is None:
-            claim = await claim_resume(self.idempotency, tenant, run_id, holder=self.holder)
-            try:
-                checkpoint, messages, plan = await read_and_plan(
-                    self.checkpoints,
-                    self.idempotency,
-                    tenant,
-                    run_id,
-                    before_planning=before_planning,
-                )
-                return await self._carry_on(
-                    agent, checkpoint, messages, plan, None, deadline, budget_micros, stop
-                )
-            finally:
-                await release_resume(self.idempotency, tenant, run_id, claim)
         resumer = Resumer(
             checkpoints=self.checkpoints,
             leases=self.leases,
@@ -254,7 +237,7 @@ class AgentRunner:
         checkpoint: Checkpoint,
         messages: tuple[Message, ...],
         plan: ResumePlan,
-        lease: Leaseholder | None,
+        lease: Leaseholder,
         deadline: float | None,
         budget_micros: int | None,
         stop: Callable[[], bool] | None,
@@ -270,7 +253,7 @@ class AgentRunner:
             tenant=checkpoint.tenant,
             run_id=checkpoint.run_id,
             holder=self.holder,
-            fence=lease.fence if lease else checkpoint.fence,
+            fence=lease.fence,
             lease=lease,
             messages=list(messages),
             usage=checkpoint.usage,
@@ -315,10 +298,7 @@ class AgentRunner:
         return result
 
     @contextlib.asynccontextmanager
-    async def _held(self, tenant: str, run_id: str) -> AsyncIterator[Leaseholder | None]:
-        if self.leases is None:
-            yield None
-            return
+    async def _held(self, tenant: str, run_id: str) -> AsyncIterator[Leaseholder]:
         lease = await Leaseholder.acquire(
             self.leases, tenant, run_id, self.holder, self.lease_policy, clock=self.clock
         )

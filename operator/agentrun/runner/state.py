@@ -40,7 +40,7 @@ class RunState:
     run_id: str
     holder: str
     fence: int
-    lease: Leaseholder | None
+    lease: Leaseholder
     messages: list[Message]
     execution: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     usage: Usage = field(default_factory=Usage)
@@ -62,8 +62,7 @@ class RunState:
         """Before every model call and every dispatch: still ours, and still wanted?"""
         if self.stop is not None and self.stop():
             raise Interrupted
-        if self.lease is not None:
-            self.lease.ensure_held()
+        self.lease.ensure_held()
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
