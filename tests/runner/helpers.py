@@ -27,6 +27,7 @@ from agentrun.runner.pricing import DEFAULT_PRICES, PriceTable
 from agentrun.runner.providers.base import ModelReply, Provider
 from agentrun.runner.providers.scripted import ScriptedProvider
 from agentrun.runner.tools import Tool
+from agentrun.stores.memory import MemoryLeaseStore
 
 Turn = Sequence[tuple[str, dict[str, Any]]] | str
 
@@ -121,13 +122,14 @@ def runner(
     prices: PriceTable = DEFAULT_PRICES,
     clock: Clock = MONOTONIC,
 ) -> AgentRunner:
+    """A runner over ``stores``; ``leases=False`` leaves it its own memory lease store."""
     return AgentRunner(
         provider=provider,
         idempotency=stores.idempotency,
         checkpoints=Checkpointer(
             stores.checkpoints, policy, history=stores.history if history else None
         ),
-        leases=stores.leases if leases else None,
+        leases=stores.leases if leases else MemoryLeaseStore(),
         ledger=stores.ledger if ledger else None,
         prices=prices,
         lease_policy=lease_policy or LeasePolicy(ttl=10.0, renew_within=3.0),

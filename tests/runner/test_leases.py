@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun import Backend
+from agentrun import AgentRunner, Backend, Checkpointer
 from agentrun.errors import RunLeaseError
 from agentrun.frontier import Boundary
 from agentrun.leases import LeasePolicy, RunLease
@@ -111,7 +111,12 @@ async def test_without_a_lease_store_a_runner_holds_its_runs_in_a_memory_one(
     (its own memory store's), so a lost one stops it like any other."""
     seen: list[RunLease | None] = []
     probe = Probe("act")
-    unleased = runner(memory, script(*TURNS), leases=False)
+    unleased = AgentRunner(
+        provider=script(*TURNS),
+        idempotency=memory.idempotency,
+        checkpoints=Checkpointer(memory.checkpoints),
+        holder="worker-a",
+    )
 
     async def look(item: str) -> None:
         seen.append(await unleased.leases.held("t", "r"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from pydantic import JsonValue
 
@@ -24,12 +25,12 @@ BoundaryObserver = Callable[[Checkpoint, WriteReceipt | None, Exception | None],
 (the error, or neither when the policy skipped the boundary)."""
 
 
+@dataclass
 class BoundaryWriter:
     """Builds the frontier of a run at a boundary and hands it to the ``Checkpointer``."""
 
-    def __init__(self, checkpoints: Checkpointer, on_boundary: BoundaryObserver | None) -> None:
-        self.checkpoints = checkpoints
-        self.on_boundary = on_boundary
+    checkpoints: Checkpointer
+    on_boundary: BoundaryObserver | None
 
     async def write(
         self,

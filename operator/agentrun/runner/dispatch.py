@@ -11,6 +11,7 @@ the run until a person decides.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from agentrun.decisions import approval_request_id, decision_for
 from agentrun.errors import IndeterminateToolCallError
@@ -40,12 +41,12 @@ def pending_call(agent: AgentDefinition, call: ToolCall) -> PendingCall:
     )
 
 
+@dataclass
 class Dispatcher:
     """Runs the calls of a run, each at most once, and appends their results."""
 
-    def __init__(self, idempotency: IdempotencyStore, boundaries: BoundaryWriter) -> None:
-        self.idempotency = idempotency
-        self.boundaries = boundaries
+    idempotency: IdempotencyStore
+    boundaries: BoundaryWriter
 
     async def dispatch(
         self, state: RunState, pending: PendingCall, remaining: tuple[PendingCall, ...]

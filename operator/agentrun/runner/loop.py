@@ -24,6 +24,8 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypedDict, Unpack
 
 from agentrun.backend import Backend
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy
@@ -54,60 +56,60 @@ from agentrun.runner.state import Interrupted, Paused, RunState
 from agentrun.runner.turns import Turns
 from agentrun.stores.memory import MemoryLeaseStore
 
+LeaseObserver = Callable[[RunLease, bool], Awaitable[None]]
+ResultObserver = Callable[[RunResult], Awaitable[None]]
 
+
+class Observers(TypedDict, total=False):
+    """What a caller hears of a run while it goes: see ``AgentRunner``."""
+
+    on_boundary: BoundaryObserver | None
+    on_lease: LeaseObserver | None
+    on_result: ResultObserver | None
+
+
+@dataclass(kw_only=True, eq=False)
 class AgentRunner:
     """Runs an agent and carries runs on from their checkpoints, never making a call twice.
 
     ``run`` starts a run and ``resume`` carries one on; both hold the run's lease for all their
-    work. Each returns a ``RunResult`` saying where the run stopped.
-    ``on_backend`` builds one over every store of a ``Backend``."""
+    work. Each returns a ``RunResult`` saying where the run stopped. ``on_backend`` builds one
+    over every store of a ``Backend``.
 
-    def __init__(
-        self,
-        *,
-        provider: Provider,
-        idempotency: IdempotencyStore,
-        checkpoints: Checkpointer,
-        leases: LeaseStore | None = None,
-        ledger: Ledger | None = None,
-        prices: PriceTable = DEFAULT_PRICES,
-        lease_policy: LeasePolicy | None = None,
-        continuation: ContinuationPolicy | None = None,
-        holder: str | None = None,
-        on_boundary: BoundaryObserver | None = None,
-        on_lease: Callable[[RunLease, bool], Awaitable[None]] | None = None,
-        on_result: Callable[[RunResult], Awaitable[None]] | None = None,
-        clock: Clock = MONOTONIC,
-    ) -> None:
-        """``on_lease`` hears of each lease taken (and whether it resumes a run);
-        ``on_result`` hears how the run stopped while its lease is still held, so what it
-        records lands before another worker can take the run. ``clock`` is what the lease's
-        holder keeps its deadline on (a test's hand-moved one).
+    ``on_lease`` hears of each lease taken (and whether it resumes a run); ``on_result`` hears
+    how the run stopped while its lease is still held, so what it records lands before another
+    worker can take the run. ``clock`` is what the lease's holder keeps its deadline on (a
+    test's hand-moved one).
 
-        Without ``leases`` the runner holds its leases in a memory lease store of its own: one
-        path for every run, but one that keeps only this runner's runs apart. Workers that
-        share the other stores must share a lease store too (``open_backend`` gives one)."""
-        self.provider = provider
-        self.idempotency = idempotency
-        self.checkpoints = checkpoints
-        self.leases: LeaseStore = leases if leases is not None else MemoryLeaseStore(clock=clock)
-        self.ledger = ledger
-        self.prices = prices
-        self.lease_policy = lease_policy or LeasePolicy()
-        self.continuation = continuation
-        self.holder = holder or default_holder()
-        self.on_boundary = on_boundary
-        self.on_lease = on_lease
-        self.on_result = on_result
-        self.clock = clock
-        boundaries = BoundaryWriter(checkpoints, on_boundary)
+    Without ``leases`` the runner holds its leases in a memory lease store of its own: one path
+    for every run, but one that keeps only this runner's runs apart. Workers that share the
+    other stores must share a lease store too (``open_backend`` gives one).
+    """
+
+    provider: Provider
+    idempotency: IdempotencyStore
+    checkpoints: Checkpointer
+    leases: LeaseStore = field(default_factory=MemoryLeaseStore)
+    ledger: Ledger | None = None
+    prices: PriceTable = DEFAULT_PRICES
+    lease_policy: LeasePolicy = field(default_factory=LeasePolicy)
+    continuation: ContinuationPolicy | None = None
+    holder: str = field(default_factory=default_holder)
+    on_boundary: BoundaryObserver | None = None
+    on_lease: LeaseObserver | None = None
+    on_result: ResultObserver | None = None
+    clock: Clock = MONOTONIC
+    _turns: Turns = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        boundaries = BoundaryWriter(self.checkpoints, self.on_boundary)
         self._turns = Turns(
-            provider=provider,
-            prices=prices,
-            ledger=ledger,
-            continuation=continuation,
+            provider=self.provider,
+            prices=self.prices,
+            ledger=self.ledger,
+            continuation=self.continuation,
             boundaries=boundaries,
-            dispatcher=Dispatcher(idempotency, boundaries),
+            dispatcher=Dispatcher(self.idempotency, boundaries),
         )
 
     @classmethod
@@ -119,9 +121,7 @@ class AgentRunner:
         lease_policy: LeasePolicy,
         holder: str,
         checkpoint_policy: CheckpointPolicy | None = None,
-        on_boundary: BoundaryObserver | None = None,
-        on_lease: Callable[[RunLease, bool], Awaitable[None]] | None = None,
-        on_result: Callable[[RunResult], Awaitable[None]] | None = None,
+        **observers: Unpack[Observers],
     ) -> AgentRunner:
         """A runner for ``registered`` over all five stores of ``backend``, the transcript out
         of line in its history store: what the CLI and the operator both run."""
@@ -136,9 +136,7 @@ class AgentRunner:
             prices=registered.prices,
             lease_policy=lease_policy,
             holder=holder,
-            on_boundary=on_boundary,
-            on_lease=on_lease,
-            on_result=on_result,
+            **observers,
         )
 
     # -- entry points -------------------------------------------------------------------------

@@ -9,6 +9,8 @@ settles the calls its frontier left outstanding, as the resume plan decided them
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from agentrun.checkpointing import Checkpointer
 from agentrun.continuation import ContinuationPolicy, continued
 from agentrun.frontier import Boundary, Checkpoint
@@ -29,25 +31,16 @@ WITHHELD = (
 )
 
 
+@dataclass(kw_only=True)
 class Turns:
     """Takes a run's turns until it stops: finished, out of turns, or due to continue."""
 
-    def __init__(
-        self,
-        *,
-        provider: Provider,
-        prices: PriceTable,
-        ledger: Ledger | None,
-        continuation: ContinuationPolicy | None,
-        boundaries: BoundaryWriter,
-        dispatcher: Dispatcher,
-    ) -> None:
-        self.provider = provider
-        self.prices = prices
-        self.ledger = ledger
-        self.continuation = continuation
-        self.boundaries = boundaries
-        self.dispatcher = dispatcher
+    provider: Provider
+    prices: PriceTable
+    ledger: Ledger | None
+    continuation: ContinuationPolicy | None
+    boundaries: BoundaryWriter
+    dispatcher: Dispatcher
 
     @property
     def checkpoints(self) -> Checkpointer:
