@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from typing import Any
 
+from agentrun.decisions import ApprovalDecision
 from agentrun.errors import AgentRunError, ConfigurationError
 from agentrun.outcomes import Outcome
 
@@ -66,9 +67,7 @@ def _append(
     )
 
 
-def approve(
-    namespace: str | None, name: str, request: str, *, approved: bool, by: str, reason: str
-) -> str:
+def approve(namespace: str | None, name: str, request: str, decision: ApprovalDecision) -> str:
     current = _agentrun(namespace, name)
     pending = (current.get("status") or {}).get("pendingApproval") or {}
     if pending.get("requestId") != request:
@@ -79,11 +78,11 @@ def approve(
         )
     entry: dict[str, Any] = {
         "requestId": request,
-        "decision": "approve" if approved else "deny",
-        "by": by,
+        "decision": "approve" if decision.approved else "deny",
+        "by": decision.by,
     }
-    if reason:
-        entry["reason"] = reason
+    if decision.reason:
+        entry["reason"] = decision.reason
     _append(namespace, current, "approvals", entry)
     return str(pending.get("tool", "the call"))
 

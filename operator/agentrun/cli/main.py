@@ -20,7 +20,7 @@ from agentrun import Backend, open_backend
 from agentrun.checkpointing import Checkpointer, WriteReceipt
 from agentrun.cli import kube
 from agentrun.cli.render import lease_line, plan_json, plan_lines, result_line
-from agentrun.decisions import decide, resolve
+from agentrun.decisions import ApprovalDecision, decide, resolve
 from agentrun.errors import AgentRunError, ConfigurationError, NothingCheckpointedError
 from agentrun.frontier import Checkpoint, describe
 from agentrun.leases import LeasePolicy, RunLease, default_holder
@@ -124,6 +124,18 @@ def _finish(result: RunResult) -> Exit:
     return result.outcome.exit_code
 
 
+def _decision(args: argparse.Namespace) -> ApprovalDecision:
+    return ApprovalDecision(approved=not args.deny, by=args.by, reason=args.reason)
+
+
+def _verb(decision: ApprovalDecision) -> str:
+    return "approved" if decision.approved else "denied"
+
+
+def _answer(args: argparse.Namespace) -> str:
+    return f"it ran, with result {args.result!r}" if args.ran else "it did not run"
+
+
 async def _approve(args: argparse.Namespace, backend: Backend) -> Exit:
     checkpoint = await _frontier(backend, args.tenant, args.run_id)
     waiting = checkpoint.approval
@@ -133,18 +145,12 @@ async def _approve(args: argparse.Namespace, backend: Backend) -> Exit:
             f"run {args.run_id!r} is not waiting on approval {args.request!r} (it is waiting on "
             f"{now}); check with `agentrun inspect {args.run_id} --tenant {args.tenant}`"
         )
+    decision = _decision(args)
     await decide(
-        backend.idempotency,
-        args.tenant,
-        args.run_id,
-        args.request,
-        approved=not args.deny,
-        by=args.by,
-        reason=args.reason,
+        backend.idempotency, args.tenant, args.run_id, args.request, **decision.model_dump()
     )
-    verb = "denied" if args.deny else "approved"
     _say(
-        f"{verb} {args.request} ({waiting.tool}, call {waiting.call_id}) for run "
+        f"{_verb(decision)} {args.request} ({waiting.tool}, call {waiting.call_id}) for run "
         f"{args.run_id} as {args.by}; carry it on with "
         f"`agentrun run --resume {args.run_id} --tenant {args.tenant}`"
     )
@@ -174,9 +180,8 @@ async def _resolve(args: argparse.Namespace, backend: Backend) -> Exit:
             "flight under it (its outcome was recorded, or it was answered already); nothing "
             f"was written. See `agentrun inspect {args.run_id} --tenant {args.tenant}`"
         )
-    answer = f"it ran, with result {args.result!r}" if args.ran else "it did not run"
     _say(
-        f"recorded for call {args.call} of run {args.run_id}: {answer} (by {args.by}); "
+        f"recorded for call {args.call} of run {args.run_id}: {_answer(args)} (by {args.by}); "
         f"carry it on with `agentrun run --resume {args.run_id} --tenant {args.tenant}`"
     )
     return Exit.CARRIED_ON
@@ -299,26 +304,18 @@ COMMANDS: dict[str, Command] = {
 
 def _in_cluster(args: argparse.Namespace) -> Exit:
     if args.command == "approve":
-        tool = kube.approve(
-            args.namespace,
-            args.run_id,
-            args.request,
-            approved=not args.deny,
-            by=args.by,
-            reason=args.reason,
-        )
-        verb = "denied" if args.deny else "approved"
+        decision = _decision(args)
+        tool = kube.approve(args.namespace, args.run_id, args.request, decision)
         _say(
-            f"{verb} {args.request} ({tool}) in AgentRun {args.run_id} as {args.by}; the "
-            "operator carries it on"
+            f"{_verb(decision)} {args.request} ({tool}) in AgentRun {args.run_id} as "
+            f"{args.by}; the operator carries it on"
         )
     else:
         tool = kube.resolve(
             args.namespace, args.run_id, args.call, ran=args.ran, result=args.result, by=args.by
         )
-        answer = f"it ran, with result {args.result!r}" if args.ran else "it did not run"
         _say(
-            f"recorded for {tool} (call {args.call}) in AgentRun {args.run_id}: {answer} "
+            f"recorded for {tool} (call {args.call}) in AgentRun {args.run_id}: {_answer(args)} "
             f"(by {args.by}); the operator carries it on"
         )
     return Exit.CARRIED_ON
