@@ -331,7 +331,7 @@ def test_a_budget_stops_the_run_and_resume_can_raise_it(cli: Cli) -> None:
 
 @pytest.mark.parametrize(
     ("status", "exit_code", "says"),
-    [(503, 5, "answered 503"), (429, 5, "answered 429"), (401, 6, "answered 401")],
+    [(503, 5, "answered 503"), (401, 6, "answered 401")],
 )
 def test_a_provider_that_fails_exits_5_only_when_a_retry_can_help(
     cli: Cli, status: int, exit_code: int, says: str

@@ -14,8 +14,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 import agentrun
 
 PACKAGE = Path(agentrun.__file__).parent
@@ -74,26 +72,27 @@ def test_the_kit_imports_without_kopf_kubernetes_or_store_drivers() -> None:
         "from agentrun import AgentRunner, Backend, open_backend\n"
         "missing = [n for n in agentrun.__all__ if not hasattr(agentrun, n)]\n"
         "assert not missing, missing\n"
-        "print('ok', len(agentrun.__all__))\n"
+        "try:\n"
+        "    import kopf\n"
+        "except ImportError:\n"  # the block means something: kopf cannot be imported
+        "    print('ok', len(agentrun.__all__))\n"
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok ")
 
 
-@pytest.mark.parametrize(
-    ("url", "extra"),
-    [("redis://127.0.0.1:1/0", "redis"), ("postgresql://nobody@127.0.0.1:1/none", "postgres")],
-)
-def test_a_missing_store_driver_names_the_extra_to_install(url: str, extra: str) -> None:
-    done = _python(f"import asyncio, agentrun\nasyncio.run(agentrun.open_backend({url!r}))\n")
-    assert done.returncode != 0
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("ImportError: ")
-    assert f"pip install 'agentrun[{extra}]'" in last
-
-
-def test_blocking_a_module_really_blocks_it() -> None:
-    """The checks above mean something: with the block in place, kopf cannot be imported."""
-    done = _python("import kopf\n")
-    assert done.returncode != 0
-    assert "ModuleNotFoundError" in done.stderr
+def test_a_missing_store_driver_names_the_extra_to_install() -> None:
+    done = _python(
+        "import asyncio, agentrun\n"
+        "for url in ('redis://127.0.0.1:1/0', 'postgresql://nobody@127.0.0.1:1/none'):\n"
+        "    try:\n"
+        "        asyncio.run(agentrun.open_backend(url))\n"
+        "    except ImportError as error:\n"
+        "        print(type(error).__name__, error)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    redis, postgres = done.stdout.splitlines()
+    assert redis.startswith("ImportError ")
+    assert "pip install 'agentrun[redis]'" in redis
+    assert postgres.startswith("ImportError ")
+    assert "pip install 'agentrun[postgres]'" in postgres
