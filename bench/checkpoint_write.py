@@ -66,12 +66,13 @@ from redis.asyncio import Redis
 from tests.support.postgres_server import PostgresServer, postgres_server
 from tests.support.redis_server import redis_server
 
-from agentrun.checkpointing import DEFAULT_MAX_BYTES, Checkpointer, CheckpointStore
+from agentrun import Backend, open_backend
+from agentrun.backend import CheckpointStore
+from agentrun.checkpointing import DEFAULT_MAX_BYTES, Checkpointer
 from agentrun.frontier import Boundary, Checkpoint, encode, encode_spliced
 from agentrun.history import HistoryStore
 from agentrun.messages import Message, TextPart, ToolCall, Usage
 from agentrun.redaction import Redactor
-from agentrun.stores.backend import Backend, open_backend
 from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
 from agentrun.stores.redis import open_client
 

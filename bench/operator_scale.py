@@ -52,8 +52,8 @@ from tests.support.operator import Replica
 from tests.support.redis_server import RedisServer
 from urllib3.exceptions import HTTPError
 
+from agentrun import open_backend
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
-from agentrun.stores.backend import open_backend
 
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
 REPLICAS = ("replica-a", "replica-b")

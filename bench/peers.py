@@ -47,9 +47,9 @@ from typing import Any
 import asyncpg
 from tests.support.postgres_server import postgres_server
 
+from agentrun import Backend, open_backend
 from agentrun.checkpointing import Checkpointer
 from agentrun.messages import Message
-from agentrun.stores.backend import Backend, open_backend
 from bench.checkpoint_write import (
     WARMUP,
     Cell,

@@ -1,24 +1,23 @@
 """agentrun: crash-safe LLM agent runs.
 
 A run that dies mid-way carries on from where it was, and never makes a side-effecting tool call
-twice. The public surface is re-exported here; the modules below are layered so that each only
-imports the ones beneath it (data, then contracts, then the write side, then decisions, then the
-loop), and none of them needs kopf or a Kubernetes client.
+twice. What a user imports is re-exported here: ``AgentRunner`` and what it runs (agents, tools,
+providers), ``open_backend`` and the ``Backend`` it returns, the store contracts a third-party
+store implements, the errors, and people's decisions. Plumbing the kit uses internally
+(``claim_resume``, ``marker_key``, ``encode``, ...) stays in its module. Importing this package
+imports no cluster client and no store driver: ``open_backend`` imports a driver only for a URL
+that needs it.
 """
 
-from agentrun.checkpointing import (
-    Checkpointer,
-    CheckpointPolicy,
-    CheckpointStore,
-    WriteReceipt,
-)
+from agentrun.backend import Backend, CheckpointStore
+from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
 from agentrun.continuation import (
     DEFAULT_CONTINUATION,
-    Authority,
     Continuation,
     ContinuationPolicy,
     continued,
 )
+from agentrun.decisions import ApprovalDecision, decide, resolve
 from agentrun.errors import (
     AgentRunError,
     BudgetExceededError,
@@ -40,26 +39,11 @@ from agentrun.frontier import (
     Checkpoint,
     PendingApproval,
     PendingCall,
-    decode,
     describe,
-    encode,
 )
-from agentrun.history import HistoryStore, load_transcript
-from agentrun.idempotency import (
-    Claim,
-    ClaimState,
-    IdempotencyRecord,
-    IdempotencyStore,
-    derive_key,
-    marker_key,
-)
-from agentrun.leases import (
-    Leaseholder,
-    LeasePolicy,
-    LeaseStore,
-    RunLease,
-    default_holder,
-)
+from agentrun.history import HistoryStore
+from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, IdempotencyStore
+from agentrun.leases import Leaseholder, LeasePolicy, LeaseStore, RunLease
 from agentrun.ledger import Ledger
 from agentrun.messages import BinaryPart, Message, TextPart, ToolCall, Usage
 from agentrun.redaction import Redactor
@@ -69,11 +53,24 @@ from agentrun.resume import (
     ResumePlan,
     Resumer,
     ToolDisposition,
-    claim_resume,
     plan_resume,
     refuse_if_undecidable,
-    release_resume,
 )
+from agentrun.runner import (
+    AgentDefinition,
+    AgentRunner,
+    ModelReply,
+    PriceTable,
+    Provider,
+    RunResult,
+    RunStatus,
+    ScriptedProvider,
+    Tool,
+    ToolError,
+    tool,
+)
+from agentrun.runner.registry import RegisteredAgent
+from agentrun.stores import open_backend
 from agentrun.stores.memory import (
     MemoryBackend,
     MemoryCheckpointStore,
@@ -86,8 +83,11 @@ from agentrun.stores.memory import (
 __all__ = [
     "CHECKPOINT_FORMAT",
     "DEFAULT_CONTINUATION",
+    "AgentDefinition",
     "AgentRunError",
-    "Authority",
+    "AgentRunner",
+    "ApprovalDecision",
+    "Backend",
     "BinaryPart",
     "Boundary",
     "BudgetExceededError",
@@ -120,33 +120,38 @@ __all__ = [
     "MemoryLeaseStore",
     "MemoryLedger",
     "Message",
+    "ModelReply",
     "NothingCheckpointedError",
     "PendingApproval",
     "PendingCall",
+    "PriceTable",
+    "Provider",
     "Redactor",
+    "RegisteredAgent",
     "ResumeConflictError",
     "ResumePlan",
     "Resumer",
     "RevisionMismatchError",
     "RunLease",
     "RunLeaseError",
+    "RunResult",
+    "RunStatus",
+    "ScriptedProvider",
     "StaleFenceError",
     "StoreUnavailableError",
     "TextPart",
+    "Tool",
     "ToolCall",
     "ToolDisposition",
+    "ToolError",
     "Usage",
     "WriteReceipt",
-    "claim_resume",
     "continued",
-    "decode",
-    "default_holder",
-    "derive_key",
+    "decide",
     "describe",
-    "encode",
-    "load_transcript",
-    "marker_key",
+    "open_backend",
     "plan_resume",
     "refuse_if_undecidable",
-    "release_resume",
+    "resolve",
+    "tool",
 ]

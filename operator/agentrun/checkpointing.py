@@ -26,11 +26,11 @@ import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
 
 from pydantic import Field
 
 from agentrun._base import FrozenModel
+from agentrun.backend import CheckpointStore
 from agentrun.errors import CheckpointTooLargeError, HistoryUnavailableError, StaleFenceError
 from agentrun.frontier import Boundary, Checkpoint, decode, encode_message, encode_spliced
 from agentrun.history import HistoryStore, append_transcript, load_transcript
@@ -38,16 +38,6 @@ from agentrun.messages import Message
 from agentrun.redaction import Redactor
 
 DEFAULT_MAX_BYTES = 1 << 20
-
-
-class CheckpointStore(Protocol):
-    """One frontier per run; last write wins within a fence; a lower fence is refused."""
-
-    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None: ...
-
-    async def latest(self, tenant: str, run_id: str) -> bytes | None: ...
-
-    async def forget(self, tenant: str, run_id: str) -> None: ...
 
 
 class CheckpointPolicy(FrozenModel):
@@ -62,6 +52,8 @@ class CheckpointPolicy(FrozenModel):
 
 @dataclass(frozen=True)
 class WriteReceipt:
+    """What a written checkpoint cost: where, how many bytes, when, and how long it took."""
+
     boundary: Boundary
     iteration: int
     size: int
@@ -138,6 +130,12 @@ class _MessageMemo:
 
 
 class Checkpointer:
+    """Writes a run's frontier where the policy says: masked, sized on its bytes, never truncated.
+
+    A write that fails (over the cap, a store away) leaves ``last_error`` and the live run goes
+    on; only ``StaleFenceError`` propagates, since it says the run is another worker's now. It
+    also reads frontiers back (``latest``, ``transcript``) and forgets runs."""
+
     def __init__(
         self,
         store: CheckpointStore,

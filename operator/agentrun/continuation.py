@@ -24,6 +24,8 @@ from agentrun.messages import Usage
 
 
 class ContinuationPolicy(FrozenModel):
+    """When an execution has gone on long enough to start again (``due``): steps or bytes."""
+
     max_steps: int = Field(default=200, gt=0)
     max_history_bytes: int = Field(default=1_500_000, gt=0)
 
@@ -42,6 +44,9 @@ class Authority(FrozenModel):
 
 
 class Continuation(FrozenModel):
+    """What crosses into the next execution of a run: the transcript's handle, the counters and
+    the authority the run acts under; never the journal."""
+
     run_id: str = Field(min_length=1)
     tenant: str = Field(min_length=1)
     agent_name: str = Field(min_length=1)

@@ -1,42 +1,73 @@
 """Errors the kit raises, each saying what happened, to which run, and what a person can do.
 
-Every error carries ``retryable``: whether asking again, unchanged, can succeed. The distinction
-matters more here than in most libraries, because the cheap reflex of retrying is exactly what
-books a second seat. An undecidable tool call or a superseded fence is never retryable; a lease
-held by a live worker or an unreachable store is.
+Every error names its ``outcome`` (``outcomes.Outcome``): how the run ends when it is raised,
+and so the CLI's exit code, the AgentRun's condition and whether it is ``retryable`` — whether
+asking again, unchanged, can succeed. The distinction matters more here than in most libraries,
+because the cheap reflex of retrying is exactly what books a second seat. An undecidable tool
+call or a superseded fence is never retryable; a lease held by a live worker or an unreachable
+store is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agentrun.outcomes import Outcome
+
 
 class AgentRunError(Exception):
-    """Base of every error the kit raises on purpose."""
+    """Base of every error the kit raises on purpose.
 
-    retryable: bool = False
+    A subclass names its ``outcome``; one that does not (a tool's own refusal, which never ends
+    a run) is taken as refused: not retryable.
+    """
+
+    outcome: Outcome = Outcome.REFUSED
+
+    @property
+    def retryable(self) -> bool:
+        """Whether asking again, unchanged, can succeed."""
+        return self.outcome.retryable
 
 
 class ConfigurationError(AgentRunError):
     """A value given to the kit cannot work; the message names the field and the fix."""
 
+    outcome = Outcome.MISCONFIGURED
 
-class StoreUnavailableError(AgentRunError):
-    """A store could not be reached or answered with an error; the same call may succeed later."""
 
-    retryable = True
+class StoreError(AgentRunError):
+    """A store call that failed: which store, doing what, and why (the driver's error)."""
+
+    then: str = ""
+    """What it means for the caller, said after the cause."""
 
     def __init__(self, store: str, operation: str, cause: BaseException) -> None:
         self.store = store
         self.operation = operation
         super().__init__(
-            f"{store} could not {operation}: {cause.__class__.__name__}: {cause}. "
-            "The call changed nothing that the kit relies on; retry when the store is back."
+            f"{store} could not {operation}: {cause.__class__.__name__}: {cause}. {self.then}"
         )
+
+
+class StoreUnavailableError(StoreError):
+    """A store could not be reached or answered with an error; the same call may succeed later."""
+
+    outcome = Outcome.STORE_UNAVAILABLE
+    then = "The call changed nothing that the kit relies on; retry when the store is back."
+
+
+class StoreRefusedError(StoreError):
+    """A store refused the data itself; sending the same call again would be refused again."""
+
+    outcome = Outcome.REFUSED
+    then = "The store refused the data; nothing was written, and the same call will be refused."
 
 
 class CheckpointTooLargeError(AgentRunError):
     """A checkpoint payload is over the cap; it is refused, never truncated."""
+
+    outcome = Outcome.CHECKPOINT_TOO_LARGE
 
     def __init__(self, run_id: str, size: int, limit: int) -> None:
         self.run_id = run_id
@@ -51,6 +82,8 @@ class CheckpointTooLargeError(AgentRunError):
 
 class CheckpointFormatError(AgentRunError):
     """A checkpoint was written in a format this kit cannot read; it is left untouched."""
+
+    outcome = Outcome.FORMAT_UNSUPPORTED
 
     def __init__(self, run_id: str | None, found: object, supported: int) -> None:
         self.run_id = run_id
@@ -67,6 +100,8 @@ class CheckpointFormatError(AgentRunError):
 class IndeterminateToolCallError(AgentRunError):
     """Some outstanding tool calls may or may not have happened; the kit refuses to guess."""
 
+    outcome = Outcome.INDETERMINATE
+
     def __init__(self, run_id: str, calls: Sequence[tuple[str, str]]) -> None:
         self.run_id = run_id
         self.calls = tuple(calls)
@@ -81,7 +116,7 @@ class IndeterminateToolCallError(AgentRunError):
 class ResumeConflictError(AgentRunError):
     """Another worker already claimed the resumption of this run."""
 
-    retryable = True
+    outcome = Outcome.HELD_ELSEWHERE
 
     def __init__(self, run_id: str, tenant: str, holder: str) -> None:
         self.run_id = run_id
@@ -96,7 +131,7 @@ class ResumeConflictError(AgentRunError):
 class RunLeaseError(AgentRunError):
     """The run's lease is held by a live worker (or was lost); try again once it lapses."""
 
-    retryable = True
+    outcome = Outcome.HELD_ELSEWHERE
 
     def __init__(
         self,
@@ -128,6 +163,8 @@ class StaleFenceError(AgentRunError):
     higher fence.
     """
 
+    outcome = Outcome.SUPERSEDED
+
     def __init__(self, run_id: str, tenant: str, fence: int, current: int, what: str) -> None:
         self.run_id = run_id
         self.tenant = tenant
@@ -143,6 +180,8 @@ class StaleFenceError(AgentRunError):
 class HistoryUnavailableError(AgentRunError):
     """The transcript a checkpoint points at no longer resolves (evicted, or corrupted)."""
 
+    outcome = Outcome.HISTORY_UNAVAILABLE
+
     def __init__(self, run_id: str, handle: str, why: str) -> None:
         self.run_id = run_id
         self.handle = handle
@@ -155,6 +194,8 @@ class HistoryUnavailableError(AgentRunError):
 
 class RevisionMismatchError(AgentRunError):
     """The agent definition changed since the checkpoint pinned its revision."""
+
+    outcome = Outcome.REVISION_MISMATCH
 
     def __init__(self, run_id: str, pinned: str, offered: str) -> None:
         self.run_id = run_id
@@ -170,6 +211,8 @@ class RevisionMismatchError(AgentRunError):
 class BudgetExceededError(AgentRunError):
     """A charge would take the run past its budget; nothing was charged."""
 
+    outcome = Outcome.BUDGET_EXCEEDED
+
     def __init__(self, run_id: str, spent: int, charge: int, budget: int) -> None:
         self.run_id = run_id
         self.spent = spent
@@ -183,6 +226,8 @@ class BudgetExceededError(AgentRunError):
 
 class NothingCheckpointedError(AgentRunError):
     """There is no checkpoint under this run id for this tenant."""
+
+    outcome = Outcome.NOTHING_CHECKPOINTED
 
     def __init__(self, run_id: str, tenant: str) -> None:
         self.run_id = run_id

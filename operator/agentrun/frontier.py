@@ -27,6 +27,8 @@ CHECKPOINT_FORMAT = 1
 
 
 class Boundary(StrEnum):
+    """The three places a frontier is settled, and so the only ones it is written at."""
+
     AFTER_MODEL_CALL = "after_model_call"
     AFTER_TOOL_RESULT = "after_tool_result"
     BEFORE_APPROVAL = "before_approval"
@@ -49,12 +51,17 @@ class PendingCall(FrozenModel):
 
 
 class PendingApproval(FrozenModel):
+    """The approval a run stopped to wait on: its request id, and the call and tool it holds."""
+
     request_id: str = Field(min_length=1)
     call_id: str = Field(min_length=1)
     tool: str = Field(min_length=1)
 
 
 class Checkpoint(FrozenModel):
+    """A run's frontier at one boundary: the transcript (inline or as a handle), the calls still
+    outstanding, what was spent, the fence it was written under and the agent revision it pins."""
+
     format_version: int = CHECKPOINT_FORMAT
     run_id: str = Field(min_length=1)
     tenant: str = Field(min_length=1)

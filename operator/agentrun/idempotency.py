@@ -33,6 +33,8 @@ MARKER_PREFIX = "mark:v1:"
 
 
 class ClaimState(StrEnum):
+    """Whether a claimed call is still in flight or has its outcome recorded."""
+
     IN_FLIGHT = "in_flight"
     COMPLETED = "completed"
 

@@ -14,6 +14,10 @@ clock skew and pauses:
   on the way out, so a finished run hands its lease back instead of making the next worker wait
   out the TTL. If it cannot renew before the lease would lapse, it says so (``lost``) and the run
   stops dispatching tool calls on its own.
+
+The holder's own deadline is kept on a ``Clock`` it reads and sleeps on: the process's monotonic
+clock, or in tests a hand-moved one, so that renewals, lapses and losses are tested without
+waiting for them.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 
 class RunLease(FrozenModel):
+    """One tenure of one holder on one run: the fence it writes under, and its time left."""
+
     tenant: str
     run_id: str
     holder: str
@@ -51,6 +57,8 @@ class RunLease(FrozenModel):
 
 
 class LeasePolicy(FrozenModel):
+    """How long a lease outlives a silent holder (``ttl``), and how early it is renewed."""
+
     ttl: float = Field(default=60.0, gt=0)
     renew_within: float = Field(default=20.0, gt=0)
 
@@ -65,6 +73,8 @@ class LeasePolicy(FrozenModel):
 
 
 class LeaseStore(Protocol):
+    """Fenced run leases whose expiry the store's clock decides; fences never fall."""
+
     async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
         """Take the lease with a fence higher than any before, unless another holder's is live
         (``RunLeaseError`` naming it). The same holder may take its own live lease again."""
@@ -77,6 +87,27 @@ class LeaseStore(Protocol):
 
     async def held(self, tenant: str, run_id: str) -> RunLease | None:
         """The live lease on the run, or None."""
+
+
+class Clock(Protocol):
+    """The time a ``Leaseholder`` keeps: calling it reads it, ``sleep`` waits on it."""
+
+    def __call__(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class MonotonicClock:
+    """The process's monotonic clock and ``asyncio.sleep``: what a holder keeps time on."""
+
+    def __call__(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+MONOTONIC = MonotonicClock()
 
 
 def default_holder() -> str:
@@ -92,8 +123,8 @@ class Leaseholder:
 
     The holder gives the lease up a margin (the renewal retry interval) *before* its deadline:
     a side effect started at the deadline itself would land after the lease lapsed. The deadline
-    is counted from when the request was sent (``taken_at`` for a lease acquired elsewhere), never
-    from when the answer arrived, so it errs early.
+    is counted from when the request was sent (``taken_at`` for a lease acquired elsewhere, read
+    on the same ``clock``), never from when the answer arrived, so it errs early.
     """
 
     def __init__(
@@ -103,24 +134,33 @@ class Leaseholder:
         policy: LeasePolicy,
         *,
         taken_at: float | None = None,
+        clock: Clock = MONOTONIC,
     ) -> None:
         self._store = store
         self._policy = policy
+        self._clock = clock
         self.lease = lease
         self.lost = asyncio.Event()
         self.lost_reason = ""
-        sent = time.monotonic() if taken_at is None else taken_at
+        sent = clock() if taken_at is None else taken_at
         self._deadline = sent + min(lease.remaining, policy.ttl)
         self._margin = min(1.0, policy.renew_within / 10)
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
     async def acquire(
-        cls, store: LeaseStore, tenant: str, run_id: str, holder: str, policy: LeasePolicy
+        cls,
+        store: LeaseStore,
+        tenant: str,
+        run_id: str,
+        holder: str,
+        policy: LeasePolicy,
+        *,
+        clock: Clock = MONOTONIC,
     ) -> Leaseholder:
-        sent = time.monotonic()
+        sent = clock()
         lease = await store.acquire(tenant, run_id, holder, ttl=policy.ttl)
-        return cls(store, lease, policy, taken_at=sent)
+        return cls(store, lease, policy, taken_at=sent, clock=clock)
 
     @property
     def fence(self) -> int:
@@ -128,7 +168,7 @@ class Leaseholder:
 
     def ensure_held(self) -> None:
         """Raise if the lease is lost or would lapse before another renewal."""
-        if not self.lost.is_set() and time.monotonic() >= self._last_safe_moment:
+        if not self.lost.is_set() and self._clock() >= self._last_safe_moment:
             self._lose("it would lapse before it could be renewed")
         if self.lost.is_set():
             raise RunLeaseError(
@@ -175,8 +215,8 @@ class Leaseholder:
     async def _renew_forever(self) -> None:
         while not self.lost.is_set():
             renew_at = self._deadline - self._policy.renew_within
-            await asyncio.sleep(max(0.0, renew_at - time.monotonic()))
-            sent = time.monotonic()
+            await self._clock.sleep(max(0.0, renew_at - self._clock()))
+            sent = self._clock()
             if sent >= self._last_safe_moment:
                 self._lose("it would lapse before a renewal could succeed")
                 return
@@ -194,8 +234,8 @@ class Leaseholder:
                 logger.warning(
                     "renewing lease on %s failed, retrying: %s", self.lease.run_id, error
                 )
-                wait = min(self._margin, self._last_safe_moment - time.monotonic())
-                await asyncio.sleep(max(0.0, wait))
+                wait = min(self._margin, self._last_safe_moment - self._clock())
+                await self._clock.sleep(max(0.0, wait))
                 continue
             self.lease = lease
             self._deadline = sent + min(lease.remaining, self._policy.ttl)

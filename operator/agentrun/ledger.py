@@ -15,6 +15,8 @@ from typing import Protocol
 
 
 class Ledger(Protocol):
+    """What each run has spent, charged once per charge id and refused past a budget."""
+
     async def charge(
         self,
         tenant: str,

@@ -36,6 +36,8 @@ are and only text, which is what a stored payload carries, is read as base64.
 
 
 class TextPart(FrozenModel):
+    """Text in a message."""
+
     kind: Literal["text"] = "text"
     text: str
 
@@ -62,6 +64,9 @@ class ToolCall(FrozenModel):
 
 
 class Message(FrozenModel):
+    """One turn of the conversation: a role, its parts, the tool calls it asks for (an assistant)
+    or the call it answers (a tool)."""
+
     role: Role
     parts: tuple[Part, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
@@ -81,6 +86,8 @@ class Message(FrozenModel):
 
 
 class Usage(FrozenModel):
+    """Tokens a model call (or a run so far) used."""
+
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
 

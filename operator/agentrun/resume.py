@@ -24,7 +24,7 @@ where it does not hand it to its caller.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from agentrun._base import FrozenModel
@@ -45,12 +45,16 @@ RESUME_CLAIM_TTL = 300.0
 
 
 class ToolDisposition(StrEnum):
+    """What a resume does with an outstanding call, from what its record says."""
+
     COMPLETED = "completed"
     NEVER_RAN = "never_ran"
     INDETERMINATE = "indeterminate"
 
 
 class CallDecision(FrozenModel):
+    """One outstanding call, its disposition, the outcome to replay (if any) and why."""
+
     pending: PendingCall
     disposition: ToolDisposition
     outcome: str | None = None
@@ -59,6 +63,8 @@ class CallDecision(FrozenModel):
 
 
 class ResumePlan(FrozenModel):
+    """The decision for every call outstanding at a frontier; ``safe`` when none is undecidable."""
+
     run_id: str
     tenant: str
     decisions: tuple[CallDecision, ...] = ()
@@ -197,28 +203,23 @@ class CarriedRun:
     lease: RunLease
 
 
+@dataclass(kw_only=True)
 class Resumer:
-    def __init__(
-        self,
-        *,
-        checkpoints: Checkpointer,
-        leases: LeaseStore,
-        idempotency: IdempotencyStore,
-        history: HistoryStore | None = None,
-        policy: LeasePolicy | None = None,
-    ) -> None:
-        self.checkpoints = checkpoints
-        self.leases = leases
-        self.idempotency = idempotency
-        self.history = history
-        self.policy = policy or LeasePolicy()
+    """Takes a run's lease, then reads and decides its frontier, so the worker that loses never
+    sees the run; hands the lease to its caller or releases it."""
+
+    checkpoints: Checkpointer
+    leases: LeaseStore
+    idempotency: IdempotencyStore
+    history: HistoryStore | None = None
+    policy: LeasePolicy = field(default_factory=LeasePolicy)
 
     async def resume(
         self,
         run_id: str,
         *,
         tenant: str,
-        worker: str,
+        holder: str,
         before_planning: Callable[[Checkpoint], Awaitable[None]] | None = None,
     ) -> CarriedRun:
         """Take the lease, then read and decide the frontier.
@@ -231,7 +232,7 @@ class Resumer:
         ``NothingCheckpointedError``, ``CheckpointFormatError``, ``HistoryUnavailableError``;
         on each of the last three the lease is released before the error leaves.
         """
-        lease = await self.leases.acquire(tenant, run_id, worker, ttl=self.policy.ttl)
+        lease = await self.leases.acquire(tenant, run_id, holder, ttl=self.policy.ttl)
         try:
             checkpoint, messages, plan = await read_and_plan(
                 self.checkpoints,

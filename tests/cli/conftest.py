@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.stores.backend import Backend, open_backend
+from agentrun import Backend, open_backend
 from tests.support.cli import COMMAND, cli_env
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from agentrun import Backend
+from agentrun.decisions import approval_request_id
 from agentrun.demo import services
 from agentrun.demo.booking import BOOKING, BOOKING_APPROVED
 from agentrun.frontier import (
@@ -26,9 +28,8 @@ from agentrun.frontier import (
 )
 from agentrun.idempotency import marker_key
 from agentrun.messages import Message, ToolCall, Usage
-from agentrun.runner.decisions import approval_request_id
-from agentrun.stores.backend import Backend
 from tests.cli.conftest import Cli
+from tests.runner.wire import endpoint
 
 DESCRIBE_DONE = [
     "run r  tenant t  agent booking",
@@ -38,8 +39,12 @@ DESCRIBE_DONE = [
 FINAL = "Booked one seat on LH1172 for Ada Lovelace and sent her a text."
 
 
+START = ("run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id")
+"""How every test starts the booking run (the run id follows)."""
+
+
 def _start(cli: Cli, run_id: str = "r") -> None:
-    done = cli("run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id", run_id)
+    done = cli(*START, run_id)
     assert done.returncode == 0, done.stderr
     assert f"run {run_id} completed at iteration 4, 6132 micros: {FINAL}" in done.stdout
 
@@ -64,10 +69,7 @@ def test_help_lists_the_commands_and_the_exit_codes(cli: Cli) -> None:
 
 
 def test_run_inspect_and_resume_a_finished_run(cli: Cli) -> None:
-    started = cli(
-        "run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id", "r",
-        "--holder", "w1",
-    )  # fmt: skip
+    started = cli(*START, "r", "--holder", "w1")
     assert started.returncode == 0, started.stderr
     lines = started.stdout.splitlines()
     assert lines[:2] == ["starting booking as w1", "held with fence 1 by w1"]
@@ -193,7 +195,7 @@ def test_a_kubectl_failure_is_one_line_naming_the_reason(cli: Cli, tmp_path: Pat
     )
     cli.env["KUBECONFIG"] = str(kubeconfig)
     answer = cli("approve", "r", "--kube", "--request", "apr-1")
-    assert answer.returncode == 5, (answer.stdout, answer.stderr)
+    assert answer.returncode == 6, (answer.stdout, answer.stderr)
     lines = answer.stderr.strip().splitlines()
     assert len(lines) == 1, answer.stderr
     assert "connection to the server 127.0.0.1:9 was refused" in lines[0]
@@ -218,8 +220,7 @@ async def test_a_run_held_by_another_worker_exits_3_naming_it(cli: Cli, backend:
 async def _kill_while_notifying(cli: Cli, backend: Backend) -> None:
     """Start the booking run and SIGKILL it while the (keyless) text message is in flight."""
     worker = cli.spawn(
-        "run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id", "r",
-        "--lease-ttl", "1", "--holder", "doomed",
+        *START, "r", "--lease-ttl", "1", "--holder", "doomed",
         AGENTRUN_DEMO_LINGER="notify", AGENTRUN_DEMO_LINGER_SECONDS="60",
     )  # fmt: skip
     deadline = time.monotonic() + 30
@@ -355,10 +356,7 @@ def test_schema_and_agents(cli: Cli) -> None:
 
 
 def test_a_budget_stops_the_run_and_resume_can_raise_it(cli: Cli) -> None:
-    stopped = cli(
-        "run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id", "r",
-        "--budget-micros", "2000",
-    )  # fmt: skip
+    stopped = cli(*START, "r", "--budget-micros", "2000")
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stdout.splitlines()[-1] == "run r budget_exceeded at iteration 2, 2692 micros"
     # the reply that crossed the budget was kept (iteration 2); over budget, nothing is dispatched
@@ -371,3 +369,21 @@ def test_a_budget_stops_the_run_and_resume_can_raise_it(cli: Cli) -> None:
     # the kept reply's booking is dispatched without asking the model again: 4 calls in all
     assert raised.stdout.splitlines()[-1].startswith("run r completed at iteration 4, 6132 micros")
     assert len(services.bookings()) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "exit_code", "says"),
+    [(503, 5, "answered 503"), (401, 6, "answered 401")],
+)
+def test_a_provider_that_fails_exits_5_only_when_a_retry_can_help(
+    cli: Cli, status: int, exit_code: int, says: str
+) -> None:
+    """A busy model is worth asking again (5); one that refuses the key is not (6)."""
+    with endpoint() as server:
+        server.answer(status, {"error": {"message": "no"}})
+        cli.env["AGENTRUN_AGENT_MODULES"] = "tests.cli.remote_agent"
+        cli.env["AGENTRUN_TEST_PROVIDER_URL"] = server.url
+        cli.env["PYTHONPATH"] += os.pathsep + str(Path(__file__).parents[2])
+        answer = cli("run", "remote", "--input", "hi", "--tenant", "t", "--run-id", "p")
+    assert answer.returncode == exit_code, answer.stderr
+    assert says in answer.stderr

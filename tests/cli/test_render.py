@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 from agentrun.cli.render import plan_lines
-from agentrun.frontier import Boundary, Checkpoint, PendingCall
+from agentrun.frontier import Boundary, PendingCall
 from agentrun.messages import ToolCall
 from agentrun.resume import CallDecision, ResumePlan, ToolDisposition
-
-
-def _checkpoint(*pending: PendingCall) -> Checkpoint:
-    return Checkpoint(
-        run_id="r",
-        tenant="t",
-        agent_name="a",
-        agent_revision="rev-1",
-        boundary=Boundary.AFTER_MODEL_CALL,
-        pending=pending,
-    )
+from tests.support.frontiers import frontier
 
 
 def test_each_call_says_what_a_resume_would_do() -> None:
@@ -37,7 +27,9 @@ def test_each_call_says_what_a_resume_would_do() -> None:
             CallDecision(pending=loose, disposition=ToolDisposition.INDETERMINATE, reason="gone"),
         ),
     )
-    lines = plan_lines(_checkpoint(safe, keyed, loose), plan)
+    lines = plan_lines(
+        frontier(boundary=Boundary.AFTER_MODEL_CALL, pending=(safe, keyed, loose)), plan
+    )
     assert lines[1:] == [
         "  c1  search  safe to repeat: dispatch it again",
         "  c2  book  completed: replay the recorded outcome",

@@ -16,13 +16,13 @@ import json
 import os
 import sys
 
+from agentrun import open_backend
 from agentrun.demo.declared import AIRLINE_TOKEN, MODEL_KEY, booking_spec
 from agentrun.errors import IndeterminateToolCallError, RunLeaseError
 from agentrun.leases import LeasePolicy
 from agentrun.runner.declared import DeclaredAgent
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.secrets import MappingSecrets
-from agentrun.stores.backend import open_backend
 
 STORE, MODEL_URL, MCP_URL, MODE = sys.argv[1:5]
 TENANT, RUN_ID = "crash", "run-1"

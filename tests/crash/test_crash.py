@@ -23,9 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrun import Checkpointer
-from agentrun.runner.decisions import resolve
-from agentrun.stores.backend import open_backend
+from agentrun import Checkpointer, open_backend
+from agentrun.decisions import resolve
 
 WORKER = Path(__file__).with_name("worker.py")
 KIND = {"charge_card": "charge", "book_flight": "booking", "send_sms": "sms"}

@@ -29,11 +29,10 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from agentrun import Checkpointer, IndeterminateToolCallError, RunLeaseError
+from agentrun import Checkpointer, IndeterminateToolCallError, RunLeaseError, open_backend
 from agentrun.idempotency import derive_key, marker_key
 from agentrun.leases import LeasePolicy
 from agentrun.runner import AgentDefinition, AgentRunner, ScriptedProvider, tool
-from agentrun.stores.backend import open_backend
 
 STORE, EFFECTS, RUN_ID, MODE, TARGET, POINT = sys.argv[1:7]
 TENANT = "crash"

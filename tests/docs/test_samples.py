@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from agentrun import open_backend
 from agentrun.demo import services
-from agentrun.stores.backend import open_backend
 from tests.docs.samples import ROOT, Sample, matches, samples, unchecked_output
 from tests.support.cli import COMMAND, cli_env
 

@@ -7,7 +7,7 @@ make a real store observable or unreliable in one precise way.
 
 from __future__ import annotations
 
-from agentrun.checkpointing import CheckpointStore
+from agentrun.backend import CheckpointStore
 from agentrun.errors import AgentRunError, StoreUnavailableError
 from agentrun.history import HistoryStore
 from agentrun.idempotency import Claim, IdempotencyRecord, IdempotencyStore
@@ -123,10 +123,11 @@ class CallLog:
         await self.inner.forget(tenant, run_id)
 
 
-class FailingRenewals:
-    """A real lease store whose renewals fail with ``error`` (acquire, release, held work)."""
+class Renewals:
+    """A real lease store that counts renewals and, given ``error``, fails every one with it
+    (acquire, release and held work)."""
 
-    def __init__(self, inner: LeaseStore, error: AgentRunError) -> None:
+    def __init__(self, inner: LeaseStore, error: AgentRunError | None = None) -> None:
         self.inner = inner
         self.error = error
         self.renewals = 0
@@ -136,27 +137,8 @@ class FailingRenewals:
 
     async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
         self.renewals += 1
-        raise self.error
-
-    async def release(self, lease: RunLease) -> None:
-        await self.inner.release(lease)
-
-    async def held(self, tenant: str, run_id: str) -> RunLease | None:
-        return await self.inner.held(tenant, run_id)
-
-
-class CountingRenewals:
-    """A real lease store that counts renewals."""
-
-    def __init__(self, inner: LeaseStore) -> None:
-        self.inner = inner
-        self.renewals = 0
-
-    async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
-        return await self.inner.acquire(tenant, run_id, holder, ttl=ttl)
-
-    async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
-        self.renewals += 1
+        if self.error is not None:
+            raise self.error
         return await self.inner.renew(lease, ttl=ttl)
 
     async def release(self, lease: RunLease) -> None:

@@ -9,15 +9,10 @@ import json
 import pytest
 
 from agentrun.checkpointing import DEFAULT_MAX_BYTES, Checkpointer, CheckpointPolicy
-from agentrun.errors import (
-    CheckpointTooLargeError,
-    HistoryUnavailableError,
-    StaleFenceError,
-)
+from agentrun.errors import CheckpointTooLargeError, HistoryUnavailableError, StaleFenceError
 from agentrun.frontier import (
     Boundary,
     Checkpoint,
-    PendingApproval,
     decode,
     encode,
     encode_message,
@@ -27,7 +22,6 @@ from agentrun.history import Segment
 from agentrun.messages import Message
 from agentrun.redaction import Redactor
 from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
-from tests.kit.frontiers import RUN, TENANT, conversation, frontier, pending
 from tests.kit.secrets_corpus import SECRETS
 from tests.kit.stores import (
     CountingCheckpointStore,
@@ -35,8 +29,7 @@ from tests.kit.stores import (
     RecordingHistoryStore,
     unavailable,
 )
-
-APPROVAL = PendingApproval(request_id="req-1", call_id="c1", tool="book_flight")
+from tests.support.frontiers import APPROVAL, RUN, TENANT, conversation, frontier, pending
 
 
 def test_the_default_policy_writes_at_all_three_boundaries_under_one_mib() -> None:

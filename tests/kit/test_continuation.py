@@ -17,9 +17,7 @@ from agentrun.errors import ConfigurationError
 from agentrun.frontier import Boundary, Checkpoint, PendingApproval
 from agentrun.messages import Usage
 from agentrun.stores.memory import MemoryBackend
-from tests.kit.frontiers import RUN, TENANT, conversation, frontier, pending
-
-APPROVAL = PendingApproval(request_id="req-9", call_id="c1", tool="book_flight")
+from tests.support.frontiers import APPROVAL, RUN, TENANT, conversation, frontier, pending
 
 
 def test_defaults_are_200_steps_and_1_5_mb() -> None:

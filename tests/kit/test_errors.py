@@ -1,8 +1,8 @@
-"""Every error says what happened, to which run, what a person can do, and whether to retry.
+"""Every error says what happened, to which run, what a person can do, and how the run ends.
 
-``retryable`` is the property a careless caller acts on, and retrying the wrong one books a
-second seat, so each error's answer is pinned here, and a new error class added without one
-fails ``test_every_error_class_is_covered``.
+Its ``outcome`` decides whether it is ``retryable``, the property a careless caller acts on, and
+retrying the wrong one books a second seat; so each error's outcome is pinned here, and a new
+error class added without one fails ``test_every_error_class_is_covered``.
 """
 
 from __future__ import annotations
@@ -26,67 +26,75 @@ from agentrun.errors import (
     RevisionMismatchError,
     RunLeaseError,
     StaleFenceError,
+    StoreError,
+    StoreRefusedError,
     StoreUnavailableError,
 )
+from agentrun.outcomes import Outcome
 
 RUN = "run-7f3a"
 
-# (factory, retryable, a phrase that tells a person what to do)
-CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], bool, str]] = {
+# (factory, its outcome, a phrase that tells a person what to do)
+CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], Outcome, str]] = {
     StoreUnavailableError: (
         lambda: StoreUnavailableError("redis", "write the checkpoint", TimeoutError("t/o")),
-        True,
+        Outcome.STORE_UNAVAILABLE,
         "retry when the store is back",
     ),
     CheckpointTooLargeError: (
         lambda: CheckpointTooLargeError(RUN, 2_000_000, 1_048_576),
-        False,
+        Outcome.CHECKPOINT_TOO_LARGE,
         "Raise max_bytes",
     ),
     CheckpointFormatError: (
         lambda: CheckpointFormatError(RUN, 9, 1),
-        False,
+        Outcome.FORMAT_UNSUPPORTED,
         "resume it with a worker running a kit that knows",
     ),
     IndeterminateToolCallError: (
         lambda: IndeterminateToolCallError(RUN, [("call-1", "book_flight")]),
-        False,
+        Outcome.INDETERMINATE,
         "Check the tool's own status",
     ),
     ResumeConflictError: (
         lambda: ResumeConflictError(RUN, "acme", "worker-2"),
-        True,
+        Outcome.HELD_ELSEWHERE,
         "Wait for it",
     ),
     RunLeaseError: (
         lambda: RunLeaseError(RUN, "acme", requested_by="worker-9", holder="worker-2", fence=4),
-        True,
+        Outcome.HELD_ELSEWHERE,
         "it will be free once that lease lapses or is released",
     ),
     StaleFenceError: (
         lambda: StaleFenceError(RUN, "acme", 3, 5, "checkpoint write"),
-        False,
+        Outcome.SUPERSEDED,
         "it must stop working on the run",
     ),
     HistoryUnavailableError: (
         lambda: HistoryUnavailableError(RUN, "sha256:ab", "no segment is stored under it"),
-        False,
+        Outcome.HISTORY_UNAVAILABLE,
         "restore the history store or start the run again",
     ),
     RevisionMismatchError: (
         lambda: RevisionMismatchError(RUN, "rev-1", "rev-2"),
-        False,
+        Outcome.REVISION_MISMATCH,
         "deploy the pinned revision",
     ),
     BudgetExceededError: (
         lambda: BudgetExceededError(RUN, 900, 200, 1000),
-        False,
+        Outcome.BUDGET_EXCEEDED,
         "Raise the run's budget",
     ),
     NothingCheckpointedError: (
         lambda: NothingCheckpointedError(RUN, "acme"),
-        False,
+        Outcome.NOTHING_CHECKPOINTED,
         "Check the run id",
+    ),
+    StoreRefusedError: (
+        lambda: StoreRefusedError("postgres", "write the checkpoint", ValueError("NUL")),
+        Outcome.REFUSED,
+        "the same call will be refused",
     ),
 }
 
@@ -95,17 +103,19 @@ def test_every_error_class_is_covered() -> None:
     defined = {
         cls
         for _, cls in inspect.getmembers(errors, inspect.isclass)
-        if issubclass(cls, AgentRunError) and cls not in (AgentRunError, ConfigurationError)
+        if issubclass(cls, AgentRunError)
+        and cls not in (AgentRunError, ConfigurationError, StoreError)
     }
     assert defined == set(CASES)
 
 
 @pytest.mark.parametrize("cls", list(CASES), ids=lambda cls: cls.__name__)
-def test_retryable_is_decided_per_error(cls: type[AgentRunError]) -> None:
-    factory, retryable, _ = CASES[cls]
+def test_each_error_names_its_outcome_and_retryable_follows_it(cls: type[AgentRunError]) -> None:
+    factory, outcome, _ = CASES[cls]
     error = factory()
     assert isinstance(error, cls)
-    assert error.retryable is retryable
+    assert error.outcome is outcome
+    assert error.retryable is outcome.retryable
 
 
 @pytest.mark.parametrize("cls", list(CASES), ids=lambda cls: cls.__name__)
@@ -115,7 +125,9 @@ def test_message_says_what_a_person_can_do(cls: type[AgentRunError]) -> None:
 
 
 @pytest.mark.parametrize(
-    "cls", [cls for cls in CASES if cls is not StoreUnavailableError], ids=lambda c: c.__name__
+    "cls",
+    [cls for cls in CASES if not issubclass(cls, StoreError)],
+    ids=lambda c: c.__name__,
 )
 def test_message_names_the_run(cls: type[AgentRunError]) -> None:
     factory, _, _ = CASES[cls]

@@ -20,7 +20,7 @@ from agentrun.frontier import (
     encode,
 )
 from agentrun.messages import BinaryPart, Message, TextPart, ToolCall, Usage
-from tests.kit.frontiers import frontier, pending
+from tests.support.frontiers import frontier, pending
 
 APPROVAL = PendingApproval(request_id="req-9", call_id="call-1", tool="book_flight")
 

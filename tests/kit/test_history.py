@@ -16,7 +16,7 @@ from agentrun.history import (
     verified,
 )
 from agentrun.stores.memory import MemoryBackend
-from tests.kit.frontiers import RUN, TENANT, conversation
+from tests.support.frontiers import RUN, TENANT, conversation
 
 
 def test_a_handle_is_the_sha256_of_the_segment() -> None:

@@ -1,119 +1,101 @@
-"""The kit core is layered (docs/architecture.md#layers) and imports without the operator's deps.
+"""What the import contracts in pyproject.toml cannot say for themselves.
 
-Each core module may import only modules of its own layer or a lower one, and never the layers
-built on top of the core (stores, runner, operator, cli). The kit must import with kopf and the
-Kubernetes client absent, so an embedding product does not install a cluster client to
-checkpoint a run.
+``make lint`` runs import-linter on ``[tool.importlinter]``: the layers, the independence of the
+store adapters and of the CLI from the operator, and no cluster client or store driver in the kit.
+It checks only the modules a contract names, so here: every module of the package is in a layer;
+the kit really imports (and its public names resolve) with kopf, the Kubernetes client and the
+store drivers absent; and a missing driver says which extra to install.
 """
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
-
-import pytest
 
 import agentrun
 
 PACKAGE = Path(agentrun.__file__).parent
-
-LAYERS: dict[str, int] = {
-    # data
-    "_base": 0,
-    "errors": 0,
-    "messages": 0,
-    "frontier": 0,
-    # contracts
-    "idempotency": 1,
-    "leases": 1,
-    "history": 1,
-    "ledger": 1,
-    "redaction": 1,
-    # the write side
-    "checkpointing": 2,
-    # decisions
-    "resume": 3,
-    "continuation": 3,
-}
-NAMES = ("data", "contracts", "write", "decisions")
+PYPROJECT = PACKAGE.parent.parent / "pyproject.toml"
+ABSENT = ("kopf", "kubernetes", "redis", "asyncpg", "prometheus_client")
 
 
-def agentrun_imports(module: str) -> set[str]:
-    """The first component under ``agentrun`` of every agentrun import in ``module``."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text(), filename=f"{module}.py")
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolve against the package
-                base = "agentrun" + (f".{node.module}" if node.module else "")
-                names = [base] if node.module else [f"agentrun.{a.name}" for a in node.names]
-            elif node.module == "agentrun":
-                names = [f"agentrun.{alias.name}" for alias in node.names]
-            else:
-                names = [node.module or ""]
-        else:
-            continue
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "agentrun" and len(parts) > 1:
-                found.add(parts[1])
-    return found
-
-
-def test_the_import_parser_sees_every_form() -> None:
-    # resume imports from every layer below it; if the parser missed a form, this would shrink
-    assert {"checkpointing", "frontier", "idempotency", "leases", "errors"} <= agentrun_imports(
-        "resume"
+def _python(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` in a fresh interpreter where the operator's dependencies cannot be imported."""
+    blocked = "import sys\n" + "".join(f"sys.modules[{name!r}] = None\n" for name in ABSENT)
+    return subprocess.run(
+        [sys.executable, "-c", blocked + script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
-def test_every_core_module_is_assigned_a_layer() -> None:
-    modules = {path.stem for path in PACKAGE.glob("*.py")} - {"__init__"}
-    assert modules == set(LAYERS)
+def test_every_module_of_the_package_is_in_a_layer() -> None:
+    contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["type"] == "layers")["layers"]
+    named = {
+        module.strip().removeprefix("agentrun.")
+        for layer in layers
+        for module in layer.replace("|", ":").split(":")
+    }
+    top_level = {
+        path.stem if path.is_file() else path.name
+        for path in PACKAGE.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").exists()
+    }
+    assert top_level - named == set(), "add these to a layer of [tool.importlinter]"
+    assert named - top_level == set(), "these layers name modules that do not exist"
 
 
-@pytest.mark.parametrize("module", sorted(LAYERS))
-def test_a_core_module_imports_only_its_layer_or_below(module: str) -> None:
-    layer = LAYERS[module]
-    for imported in agentrun_imports(module):
-        assert imported in LAYERS, (
-            f"{module} ({NAMES[layer]}) imports agentrun.{imported}, which is not in the core"
-        )
-        assert LAYERS[imported] <= layer, (
-            f"{module} ({NAMES[layer]}) imports {imported} ({NAMES[LAYERS[imported]]})"
-        )
+def test_every_module_of_the_kit_is_kept_free_of_drivers() -> None:
+    """The forbidden contract names its modules one by one: a new kit module must join it.
+    Only the front ends and the two adapters that need a driver (and the package that opens
+    them lazily) are left out."""
+    contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["type"] == "layers")["layers"]
+    forbidden = next(c for c in contracts if c["type"] == "forbidden")["source_modules"]
+    kit = {
+        module.strip()
+        for layer in layers
+        for module in layer.replace("|", ":").split(":")
+        if module.strip() not in ("agentrun.cli", "agentrun.operator", "agentrun.stores")
+    } | {"agentrun.stores.memory", "agentrun.stores.sqlite"}
+    assert set(forbidden) == kit
 
 
 def test_the_kit_imports_without_kopf_kubernetes_or_store_drivers() -> None:
-    script = (
-        "import sys\n"
-        "for name in ('kopf', 'kubernetes', 'redis', 'asyncpg', 'prometheus_client'):\n"
-        "    sys.modules[name] = None\n"
+    done = _python(
         "import agentrun\n"
-        "import agentrun.stores.memory, agentrun.stores.backend\n"
+        "from agentrun import AgentRunner, Backend, open_backend\n"
         "missing = [n for n in agentrun.__all__ if not hasattr(agentrun, n)]\n"
         "assert not missing, missing\n"
-        "print('ok', len(agentrun.__all__))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+        "try:\n"
+        "    import kopf\n"
+        "except ImportError:\n"  # the block means something: kopf cannot be imported
+        "    print('ok', len(agentrun.__all__))\n"
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok ")
 
 
-def test_blocking_kopf_really_blocks_it() -> None:
-    """The check above means something: with the block in place, kopf cannot be imported."""
-    script = "import sys\nsys.modules['kopf'] = None\nimport kopf\n"
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+def test_a_missing_store_driver_names_the_extra_to_install() -> None:
+    done = _python(
+        "import asyncio, agentrun\n"
+        "for url in ('redis://127.0.0.1:1/0', 'postgresql://nobody@127.0.0.1:1/none'):\n"
+        "    try:\n"
+        "        asyncio.run(agentrun.open_backend(url))\n"
+        "    except ImportError as error:\n"
+        "        print(type(error).__name__, error)\n"
     )
-    assert done.returncode != 0
-    assert "ModuleNotFoundError" in done.stderr or "ImportError" in done.stderr
+    assert done.returncode == 0, done.stderr
+    redis, postgres = done.stdout.splitlines()
+    assert redis.startswith("ImportError ")
+    assert "pip install 'agentrun[redis]'" in redis
+    assert postgres.startswith("ImportError ")
+    assert "pip install 'agentrun[postgres]'" in postgres
 
 
 def test_the_loop_imports_without_the_agents_extra() -> None:

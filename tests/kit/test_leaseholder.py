@@ -1,14 +1,12 @@
 """Leaseholder: renews in the background, releases on the way out, and says the moment the lease
 is lost or about to lapse unrenewed.
 
-These run in real asyncio time against a memory lease store on the real monotonic clock (or, to
-force a lapse without waiting, a hand-moved one), with TTLs of a fraction of a second.
+The holder keeps time on a hand-moved clock (``ManualClock``): ``pass_time`` wakes its renewals
+at their moments, so nothing here waits in real time. Where the store's clock and the holder's
+must disagree (a lease lapsed on the store while the holder slept), each has its own.
 """
 
 from __future__ import annotations
-
-import asyncio
-import time
 
 import pytest
 from pydantic import ValidationError
@@ -17,8 +15,8 @@ from agentrun.errors import RunLeaseError, StaleFenceError
 from agentrun.leases import Leaseholder, LeasePolicy, RunLease, default_holder
 from agentrun.stores.memory import MemoryBackend, MemoryLeaseStore
 from agentrun.testing import ManualClock
-from tests.kit.frontiers import RUN, TENANT
-from tests.kit.stores import CountingRenewals, FailingRenewals, unavailable
+from tests.kit.stores import Renewals, unavailable
+from tests.support.frontiers import RUN, TENANT
 
 FAST = LeasePolicy(ttl=0.4, renew_within=0.2)
 
@@ -45,11 +43,11 @@ def test_superseded_by_compares_fences_of_one_run() -> None:
     assert not lease.superseded_by(lease.model_copy(update={"fence": 9, "tenant": "other"}))
 
 
-async def test_it_renews_in_the_background_and_keeps_the_fence() -> None:
-    store = CountingRenewals(MemoryLeaseStore())
-    async with await Leaseholder.acquire(store, TENANT, RUN, "w1", FAST) as holder:
+async def test_it_renews_in_the_background_and_keeps_the_fence(clock: ManualClock) -> None:
+    store = Renewals(MemoryLeaseStore(clock=clock))
+    async with await Leaseholder.acquire(store, TENANT, RUN, "w1", FAST, clock=clock) as holder:
         fence = holder.fence
-        await asyncio.sleep(1.5)  # almost four TTLs
+        await clock.pass_time(1.5)  # almost four TTLs
         held = await store.held(TENANT, RUN)
         assert held is not None
         assert (held.holder, held.fence) == ("w1", fence)
@@ -76,15 +74,18 @@ async def test_it_releases_when_the_block_raises() -> None:
     assert await store.held(TENANT, RUN) is None
 
 
-async def test_losing_to_another_holder_sets_lost_and_stops_the_run() -> None:
-    clock = ManualClock()
-    backend = MemoryBackend(clock=clock)
-    async with await Leaseholder.acquire(backend.leases, TENANT, RUN, "w1", FAST) as holder:
-        clock.advance(1.0)  # the store's clock says the lease lapsed
+async def test_losing_to_another_holder_sets_lost_and_stops_the_run(clock: ManualClock) -> None:
+    store_clock = ManualClock()
+    backend = MemoryBackend(clock=store_clock)
+    async with await Leaseholder.acquire(
+        backend.leases, TENANT, RUN, "w1", FAST, clock=clock
+    ) as holder:
+        store_clock.advance(1.0)  # the store's clock says the lease lapsed
         other = await backend.leases.acquire(TENANT, RUN, "w2", ttl=30)
         assert other.fence > holder.fence
         assert holder.lease.superseded_by(other)
-        await asyncio.wait_for(holder.lost.wait(), timeout=2)
+        await clock.pass_time(0.3)  # its renewal was due after 0.2s; it lapses at 0.38s
+        assert holder.lost.is_set()
         assert "w2" in holder.lost_reason
         with pytest.raises(RunLeaseError) as caught:
             holder.ensure_held()
@@ -99,23 +100,25 @@ async def test_losing_to_another_holder_sets_lost_and_stops_the_run() -> None:
     assert held.holder == "w2"  # exiting did not release the winner's lease
 
 
-async def test_a_refused_renewal_sets_lost() -> None:
+async def test_a_refused_renewal_sets_lost(clock: ManualClock) -> None:
     refusal = RunLeaseError(RUN, TENANT, requested_by="w1", holder="w9", fence=7)
-    store = FailingRenewals(MemoryLeaseStore(), refusal)
-    async with await Leaseholder.acquire(store, TENANT, RUN, "w1", FAST) as holder:
-        await asyncio.wait_for(holder.lost.wait(), timeout=2)
+    store = Renewals(MemoryLeaseStore(clock=clock), refusal)
+    async with await Leaseholder.acquire(store, TENANT, RUN, "w1", FAST, clock=clock) as holder:
+        await clock.pass_time(0.3)  # renewal due after 0.2s
+        assert holder.lost.is_set()
         assert store.renewals == 1
         with pytest.raises(RunLeaseError):
             holder.ensure_held()
 
 
-async def test_failing_renewals_set_lost_before_the_lease_lapses() -> None:
+async def test_failing_renewals_set_lost_before_the_lease_lapses(clock: ManualClock) -> None:
     policy = LeasePolicy(ttl=1.2, renew_within=0.8)
-    store = FailingRenewals(MemoryLeaseStore(), unavailable("renew the lease"))
-    async with await Leaseholder.acquire(store, TENANT, RUN, "w1", policy) as holder:
-        started = time.monotonic()
-        await asyncio.wait_for(holder.lost.wait(), timeout=3)
-        lost_after = time.monotonic() - started
+    store = Renewals(MemoryLeaseStore(clock=clock), unavailable("renew the lease"))
+    async with await Leaseholder.acquire(store, TENANT, RUN, "w1", policy, clock=clock) as holder:
+        started = clock()
+        while not holder.lost.is_set() and clock() - started < 2 * policy.ttl:
+            await clock.pass_time(0.01)
+        lost_after = clock() - started
         # the store still holds the lease: the holder gave up before it lapsed
         held = await store.held(TENANT, RUN)
         assert held is not None, f"lost was set {lost_after:.3f}s in, after the lease lapsed"
@@ -126,13 +129,14 @@ async def test_failing_renewals_set_lost_before_the_lease_lapses() -> None:
             holder.ensure_held()
 
 
-async def test_ensure_held_refuses_once_the_deadline_passes_without_renewal() -> None:
-    clock = ManualClock()
+async def test_ensure_held_refuses_once_the_deadline_passes_without_renewal(
+    clock: ManualClock,
+) -> None:
     store = MemoryLeaseStore(clock=clock)
     lease = await store.acquire(TENANT, RUN, "w1", ttl=0.3)
-    holder = Leaseholder(store, lease, LeasePolicy(ttl=0.3, renew_within=0.1))
+    holder = Leaseholder(store, lease, LeasePolicy(ttl=0.3, renew_within=0.1), clock=clock)
     holder.ensure_held()  # never entered: no renewals, so only the deadline decides
-    await asyncio.sleep(0.35)
+    clock.advance(0.35)
     with pytest.raises(RunLeaseError, match="lapse"):
         holder.ensure_held()
     assert holder.lost.is_set()

@@ -23,8 +23,8 @@ from agentrun.resume import (
 )
 from agentrun.stores.memory import MemoryBackend
 from agentrun.testing import ManualClock
-from tests.kit.frontiers import RUN, TENANT, frontier, pending
 from tests.kit.stores import CallLog
+from tests.support.frontiers import RUN, TENANT, frontier, pending
 
 OLD = "worker-gone"
 

@@ -14,13 +14,13 @@ import pytest
 
 from agentrun.checkpointing import Checkpointer
 from agentrun.errors import ConfigurationError
-from agentrun.frontier import Boundary, decode
+from agentrun.frontier import Boundary, Checkpoint, decode
 from agentrun.messages import BinaryPart, Message, TextPart, ToolCall
 from agentrun.redaction import MASK, Redactor
 from agentrun.resume import plan_resume
 from agentrun.stores.memory import MemoryBackend
-from tests.kit.frontiers import RUN, TENANT, frontier, pending
 from tests.kit.secrets_corpus import BENIGN, SECRETS, Secret
+from tests.support.frontiers import RUN, TENANT, frontier, pending
 
 REDACTOR = Redactor.build()
 
@@ -244,13 +244,18 @@ async def test_history_segments_hold_no_secret(backend: MemoryBackend) -> None:
         assert not _leaks(segment, entry.secret), entry.kind
 
 
-async def test_a_masked_pending_call_is_marked_and_withheld_on_resume(
-    backend: MemoryBackend,
-) -> None:
+async def _leaky_frontier_as_stored(backend: MemoryBackend) -> Checkpoint:
     checkpointer = Checkpointer(backend.checkpoints)
     await checkpointer.write(_leaky_frontier())
     stored = await checkpointer.latest(TENANT, RUN)
     assert stored is not None
+    return stored
+
+
+async def test_a_masked_pending_call_is_marked_and_withheld_on_resume(
+    backend: MemoryBackend,
+) -> None:
+    stored = await _leaky_frontier_as_stored(backend)
     masked, clean = stored.pending
     assert masked.arguments_masked
     assert not clean.arguments_masked
@@ -263,10 +268,7 @@ async def test_a_masked_pending_call_is_marked_and_withheld_on_resume(
 async def test_a_masked_call_that_completed_is_replayed_not_withheld(
     backend: MemoryBackend,
 ) -> None:
-    checkpointer = Checkpointer(backend.checkpoints)
-    await checkpointer.write(_leaky_frontier())
-    stored = await checkpointer.latest(TENANT, RUN)
-    assert stored is not None
+    stored = await _leaky_frontier_as_stored(backend)
     key = "idem:v1:configured"
     masked = stored.pending[0].model_copy(update={"idempotency_key": key})
     stored = stored.model_copy(update={"pending": (masked,)})

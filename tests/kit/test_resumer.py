@@ -19,8 +19,8 @@ from agentrun.idempotency import marker_key
 from agentrun.leases import LeasePolicy
 from agentrun.resume import Resumer, plan_resume
 from agentrun.stores.memory import MemoryBackend
-from tests.kit.frontiers import RUN, TENANT, conversation, frontier, pending
 from tests.kit.stores import CountingCheckpointStore
+from tests.support.frontiers import RUN, TENANT, conversation, frontier, pending
 
 
 def resumer_for(
@@ -57,7 +57,7 @@ async def test_resume_hands_over_checkpoint_messages_plan_and_lease(
     await written(backend, messages=conversation(3), pending=(unknown,), iteration=4)
     await backend.idempotency.begin(TENANT, RUN, marker_key("c1"), holder="gone", fence=0)
 
-    carried = await resumer_for(backend).resume(RUN, tenant=TENANT, worker="w1")
+    carried = await resumer_for(backend).resume(RUN, tenant=TENANT, holder="w1")
     assert carried.checkpoint.iteration == 4
     assert carried.checkpoint.history_handle is not None
     assert carried.messages == conversation(3)
@@ -74,7 +74,7 @@ async def test_the_fence_rises_on_every_acquisition(backend: MemoryBackend) -> N
     resumer = resumer_for(backend)
     fences = []
     for worker in ("w1", "w2", "w3"):
-        carried = await resumer.resume(RUN, tenant=TENANT, worker=worker)
+        carried = await resumer.resume(RUN, tenant=TENANT, holder=worker)
         fences.append(carried.lease.fence)
         await backend.leases.release(carried.lease)
     assert fences == sorted(set(fences))
@@ -85,11 +85,11 @@ async def test_the_loser_gets_the_lease_error_and_never_reads(backend: MemoryBac
     await written(backend)
     store = CountingCheckpointStore(backend.checkpoints)
     resumer = resumer_for(backend, store)
-    winner = await resumer.resume(RUN, tenant=TENANT, worker="w1")
+    winner = await resumer.resume(RUN, tenant=TENANT, holder="w1")
     reads = store.reads
     assert reads >= 1
     with pytest.raises(RunLeaseError) as caught:
-        await resumer.resume(RUN, tenant=TENANT, worker="w2")
+        await resumer.resume(RUN, tenant=TENANT, holder="w2")
     assert store.reads == reads
     assert caught.value.holder == "w1"
     assert caught.value.fence == winner.lease.fence
@@ -102,7 +102,7 @@ async def test_the_loser_gets_the_lease_error_and_never_reads(backend: MemoryBac
 
 async def test_nothing_checkpointed_releases_the_lease(backend: MemoryBackend) -> None:
     with pytest.raises(NothingCheckpointedError) as caught:
-        await resumer_for(backend).resume(RUN, tenant=TENANT, worker="w1")
+        await resumer_for(backend).resume(RUN, tenant=TENANT, holder="w1")
     assert (caught.value.run_id, caught.value.tenant) == (RUN, TENANT)
     await assert_free(backend)
 
@@ -116,7 +116,7 @@ async def test_a_newer_format_releases_the_lease_and_leaves_the_payload(
     payload = json.dumps(raw).encode()
     await backend.checkpoints.put(TENANT, RUN, payload, fence=0)
     with pytest.raises(CheckpointFormatError):
-        await resumer_for(backend).resume(RUN, tenant=TENANT, worker="w1")
+        await resumer_for(backend).resume(RUN, tenant=TENANT, holder="w1")
     assert await backend.checkpoints.latest(TENANT, RUN) == payload
     await assert_free(backend)
 
@@ -124,7 +124,7 @@ async def test_a_newer_format_releases_the_lease_and_leaves_the_payload(
 async def test_an_unreadable_payload_releases_the_lease(backend: MemoryBackend) -> None:
     await backend.checkpoints.put(TENANT, RUN, b"\x00\x01 not a checkpoint", fence=0)
     with pytest.raises(CheckpointFormatError):
-        await resumer_for(backend).resume(RUN, tenant=TENANT, worker="w1")
+        await resumer_for(backend).resume(RUN, tenant=TENANT, holder="w1")
     await assert_free(backend)
 
 
@@ -132,14 +132,14 @@ async def test_an_evicted_history_releases_the_lease(backend: MemoryBackend) -> 
     await written(backend, messages=conversation(2))
     await backend.history.forget(TENANT, RUN)
     with pytest.raises(HistoryUnavailableError):
-        await resumer_for(backend).resume(RUN, tenant=TENANT, worker="w1")
+        await resumer_for(backend).resume(RUN, tenant=TENANT, holder="w1")
     await assert_free(backend)
 
 
 async def test_a_handle_with_no_history_store_releases_the_lease(backend: MemoryBackend) -> None:
     await written(backend, messages=conversation(2))
     with pytest.raises(HistoryUnavailableError):
-        await resumer_for(backend, history=False).resume(RUN, tenant=TENANT, worker="w1")
+        await resumer_for(backend, history=False).resume(RUN, tenant=TENANT, holder="w1")
     await assert_free(backend)
 
 
@@ -148,7 +148,7 @@ async def test_an_inline_frontier_resumes_without_a_history_store(
 ) -> None:
     checkpointer = Checkpointer(backend.checkpoints)
     await checkpointer.write(frontier(messages=conversation(2)))
-    carried = await resumer_for(backend, history=False).resume(RUN, tenant=TENANT, worker="w1")
+    carried = await resumer_for(backend, history=False).resume(RUN, tenant=TENANT, holder="w1")
     assert carried.messages == conversation(2)
     assert carried.checkpoint.history_handle is None
 
@@ -157,5 +157,5 @@ async def test_the_lease_fence_outranks_the_frontier_writer(backend: MemoryBacke
     first = await backend.leases.acquire(TENANT, RUN, "w0", ttl=30)
     await written(backend, fence=first.fence, messages=conversation(1))
     await backend.leases.release(first)
-    carried = await resumer_for(backend).resume(RUN, tenant=TENANT, worker="w1")
+    carried = await resumer_for(backend).resume(RUN, tenant=TENANT, holder="w1")
     assert carried.lease.fence > carried.checkpoint.fence == first.fence

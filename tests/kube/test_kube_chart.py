@@ -20,7 +20,7 @@ import yaml
 from tests.support.kube import REPO, Kube, helm_binary
 from tests.support.redis_server import RedisServer
 
-from agentrun.stores.backend import open_backend
+from agentrun import open_backend
 
 CHART = REPO / "charts" / "agentrun-operator"
 SERVICE_MONITOR_CRD = Path(__file__).with_name("servicemonitor-crd.yaml")

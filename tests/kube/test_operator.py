@@ -28,7 +28,7 @@ from tests.support.kube import Kube
 from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer
 
-from agentrun.stores.backend import open_backend
+from agentrun import open_backend
 
 
 def test_a_run_succeeds_and_tells_kubectl(kube: Kube, operators: Operators, effects: Path) -> None:
@@ -226,6 +226,7 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
     from kubernetes.config import new_client_from_config
 
     from agentrun.operator.kubeapi import KubeApi
+    from agentrun.operator.resource import AgentRunStatus
     from agentrun.operator.status import StatusWriter, Superseded
 
     apply_run(kube, "fenced", "slowbook")
@@ -243,7 +244,7 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
         writer = StatusWriter(api, kube.namespace, "fenced")
         writer.fence = current - 1
         with pytest.raises(Superseded):
-            await writer.write({"iteration": 99})
+            await writer.write(AgentRunStatus(iteration=99))
         newer = StatusWriter(api, kube.namespace, "fenced")
         with pytest.raises(Superseded):
             await newer.take_over("impostor", current, resumed=False)
@@ -295,16 +296,21 @@ def test_deleting_a_run_forgets_it_in_the_stores(
     assert all(key.endswith(":fence") or key.endswith(":lease") for key in keys), keys
 
 
-def test_the_store_going_away_mid_run_shows_and_recovers(
-    kube: Kube, operators: Operators, redis: RedisServer
-) -> None:
-    apply_run(kube, "weathered", "patient", ttl=30)
+def _start_patiently(kube: Kube, operators: Operators, name: str, *, ttl: int) -> None:
+    """Apply a run of the ``patient`` agent and wait until it waits after its first step."""
+    apply_run(kube, name, "patient", ttl=ttl)
     wait_for(
         "the first wait",
-        lambda: get_run(kube, "weathered").get("status", {}).get("iteration") == 1,
+        lambda: get_run(kube, name).get("status", {}).get("iteration") == 1,
         60,
         operators.logs,
     )
+
+
+def test_the_store_going_away_mid_run_shows_and_recovers(
+    kube: Kube, operators: Operators, redis: RedisServer
+) -> None:
+    _start_patiently(kube, operators, "weathered", ttl=30)
     seen: list[dict[str, Any]] = []
 
     def refused() -> bool:
@@ -349,13 +355,7 @@ def test_a_changed_agent_definition_is_refused_as_a_revision_mismatch(
 def test_suspend_pauses_the_run_at_its_next_step_and_hands_the_lease_back(
     kube: Kube, operators: Operators, redis: RedisServer
 ) -> None:
-    apply_run(kube, "paused", "patient", ttl=60)
-    wait_for(
-        "the first wait",
-        lambda: get_run(kube, "paused").get("status", {}).get("iteration") == 1,
-        60,
-        operators.logs,
-    )
+    _start_patiently(kube, operators, "paused", ttl=60)
     kube.kubectl("patch", "agentrun", "paused", "--type=merge", "-p", '{"spec":{"suspend":true}}')
     wait_for(
         "Suspended",

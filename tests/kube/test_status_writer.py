@@ -19,7 +19,9 @@ from tests.support.kube import Kube
 
 from agentrun.operator import conditions as c
 from agentrun.operator.kubeapi import KubeApi
+from agentrun.operator.resource import AgentRunStatus
 from agentrun.operator.status import StatusWriter, Superseded
+from agentrun.outcomes import CHECKPOINTED, SUCCEEDED
 
 
 class CountingApi(KubeApi):
@@ -79,8 +81,8 @@ def test_a_holders_writes_cost_one_request_each(kube: Kube, api: CountingApi) ->
         api.requests.clear()
         for iteration in range(1, 6):
             await writer.write(
-                {"iteration": iteration},
-                ((c.CHECKPOINTED, "True", "Written", f"iteration {iteration}"),),
+                AgentRunStatus(iteration=iteration),
+                (c.update(c.WRITTEN, f"iteration {iteration}"),),
             )
 
     asyncio.run(holding())
@@ -89,7 +91,7 @@ def test_a_holders_writes_cost_one_request_each(kube: Kube, api: CountingApi) ->
     assert status["iteration"] == 5
     assert status["lease"] == {"holder": "replica-a", "fence": 7}
     assert status["observedGeneration"] == generation
-    checkpointed = c.find(status["conditions"], c.CHECKPOINTED)
+    checkpointed = c.find(status["conditions"], CHECKPOINTED)
     assert checkpointed is not None
     assert checkpointed["message"] == "iteration 5"
 
@@ -103,7 +105,7 @@ def test_a_spec_edit_between_writes_is_read_and_stamped(kube: Kube, api: Countin
 
     async def write() -> None:
         api.requests.clear()
-        await writer.write({"iteration": 2}, ((c.SUCCEEDED, "Unknown", "Running", "step 2"),))
+        await writer.write(AgentRunStatus(iteration=2), (c.update(c.RUNNING, "step 2"),))
 
     asyncio.run(take())
     before, _ = _status(kube, "edited")
@@ -114,7 +116,7 @@ def test_a_spec_edit_between_writes_is_read_and_stamped(kube: Kube, api: Countin
     generation, status = _status(kube, "edited")
     assert generation == before + 1
     assert status["observedGeneration"] == generation
-    succeeded = c.find(status["conditions"], c.SUCCEEDED)
+    succeeded = c.find(status["conditions"], SUCCEEDED)
     assert succeeded is not None
     assert (succeeded["reason"], succeeded["observedGeneration"]) == ("Running", generation)
     asyncio.run(write())
@@ -128,11 +130,11 @@ def test_a_holder_superseded_after_its_last_write_is_refused(kube: Kube, api: Co
 
     async def race() -> None:
         await old.take_over("replica-a", 4, resumed=False)
-        await old.write({"iteration": 1})
+        await old.write(AgentRunStatus(iteration=1))
         await new.take_over("replica-b", 5, resumed=True)
         api.requests.clear()
         with pytest.raises(Superseded):
-            await old.write({"iteration": 99})
+            await old.write(AgentRunStatus(iteration=99))
 
     asyncio.run(race())
     assert api.requests == ["PATCH", "GET"]

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from agentrun.stores.backend import Backend
+from agentrun import Backend
 from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA, open_backend
 from tests.support.postgres_server import PostgresServer, postgres_server
 

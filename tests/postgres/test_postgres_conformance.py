@@ -2,43 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
-
-from agentrun.stores.backend import Backend
-from agentrun.testing import (
-    CheckpointStoreConformance,
-    HistoryStoreConformance,
-    IdempotencyStoreConformance,
-    LeaseStoreConformance,
-    LedgerConformance,
-)
+from agentrun import testing
 
 
-class TestPostgresCheckpoints(CheckpointStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.checkpoints
+class TestPostgresCheckpoints(testing.CheckpointStoreConformance): ...
 
 
-class TestPostgresLeases(LeaseStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.leases
+class TestPostgresLeases(testing.LeaseStoreConformance): ...
 
 
-class TestPostgresIdempotency(IdempotencyStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.idempotency
+class TestPostgresIdempotency(testing.IdempotencyStoreConformance): ...
 
 
-class TestPostgresHistory(HistoryStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.history
+class TestPostgresHistory(testing.HistoryStoreConformance): ...
 
 
-class TestPostgresLedger(LedgerConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.ledger
+class TestPostgresLedger(testing.LedgerConformance): ...

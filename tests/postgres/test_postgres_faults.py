@@ -14,9 +14,8 @@ import pytest
 
 from agentrun.checkpointing import Checkpointer
 from agentrun.errors import StoreUnavailableError
-from agentrun.frontier import Boundary, Checkpoint
-from agentrun.messages import Message
 from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA, open_backend
+from tests.support.frontiers import frontier
 from tests.support.postgres_server import PostgresServer, postgres_server
 
 FAIL_FAST_S = 2.0
@@ -29,19 +28,6 @@ def server() -> Iterator[PostgresServer]:
         started.create_database("faults")
         started.psql(EXPECTED_CHECKPOINT_SCHEMA, "faults")
         yield started
-
-
-def _checkpoint(iteration: int, fence: int) -> Checkpoint:
-    return Checkpoint(
-        run_id="run",
-        tenant="acme",
-        agent_name="a",
-        agent_revision="r1",
-        boundary=Boundary.AFTER_TOOL_RESULT,
-        fence=fence,
-        iteration=iteration,
-        messages=(Message.of("user", f"turn {iteration}"),),
-    )
 
 
 async def _unavailable(call: Callable[[], Awaitable[object]]) -> float:
@@ -59,14 +45,19 @@ async def test_a_server_that_dies_and_comes_back(server: PostgresServer) -> None
         checkpointer = Checkpointer(backend.checkpoints)
         lease = await backend.leases.acquire("acme", "run", "w1", ttl=60)
         await backend.idempotency.begin("acme", "run", "k1", holder="w1", fence=lease.fence)
-        assert await checkpointer.write(_checkpoint(1, lease.fence)) is not None
+        assert (
+            await checkpointer.write(frontier(run_id="run", iteration=1, fence=lease.fence))
+            is not None
+        )
         # Fill the pool, so that every one of its connections dies with the server.
         await asyncio.gather(*(backend.leases.held("acme", "run") for _ in range(30)))
 
         server.stop("immediate")
 
         started = time.monotonic()
-        assert await checkpointer.write(_checkpoint(2, lease.fence)) is None
+        assert (
+            await checkpointer.write(frontier(run_id="run", iteration=2, fence=lease.fence)) is None
+        )
         write_failed_in = time.monotonic() - started
         assert isinstance(checkpointer.last_error, StoreUnavailableError)
         assert checkpointer.last_error.retryable
@@ -100,7 +91,10 @@ async def test_a_server_that_dies_and_comes_back(server: PostgresServer) -> None
 
         server.start()
 
-        assert await checkpointer.write(_checkpoint(3, lease.fence)) is not None
+        assert (
+            await checkpointer.write(frontier(run_id="run", iteration=3, fence=lease.fence))
+            is not None
+        )
         assert checkpointer.last_error is None
         latest = await checkpointer.latest("acme", "run")
         assert latest is not None

@@ -8,6 +8,7 @@ import uuid
 import asyncpg
 import pytest
 
+from agentrun import Backend
 from agentrun.checkpointing import Checkpointer
 from agentrun.errors import (
     BudgetExceededError,
@@ -15,10 +16,9 @@ from agentrun.errors import (
     RunLeaseError,
     StaleFenceError,
 )
-from agentrun.frontier import Boundary, Checkpoint
 from agentrun.messages import Message
-from agentrun.stores.backend import Backend
 from agentrun.stores.postgres import PostgresRefusedError
+from tests.support.frontiers import frontier
 
 
 @pytest.fixture
@@ -181,14 +181,8 @@ async def test_a_payload_postgres_cannot_hold_is_refused_not_retried(
     backend: Backend, tenant: str
 ) -> None:
     checkpointer = Checkpointer(backend.checkpoints)
-    checkpoint = Checkpoint(
-        run_id="run",
-        tenant=tenant,
-        agent_name="a",
-        agent_revision="r1",
-        boundary=Boundary.AFTER_MODEL_CALL,
-        fence=1,
-        messages=(Message.of("user", "nul \x00 byte"),),
+    checkpoint = frontier(
+        run_id="run", tenant=tenant, fence=1, messages=(Message.of("user", "nul \x00 byte"),)
     )
     assert await checkpointer.write(checkpoint) is None
     assert isinstance(checkpointer.last_error, PostgresRefusedError)
@@ -198,16 +192,7 @@ async def test_a_payload_postgres_cannot_hold_is_refused_not_retried(
 async def test_a_frontier_and_its_transcript_round_trip(backend: Backend, tenant: str) -> None:
     checkpointer = Checkpointer(backend.checkpoints, history=backend.history)
     messages = (Message.of("user", "book 12A ünïcødé '; --"), Message.of("assistant", "ok"))
-    checkpoint = Checkpoint(
-        run_id="run:1",
-        tenant=tenant,
-        agent_name="a",
-        agent_revision="r1",
-        boundary=Boundary.AFTER_TOOL_RESULT,
-        fence=1,
-        messages=messages,
-        iteration=3,
-    )
+    checkpoint = frontier(run_id="run:1", tenant=tenant, fence=1, messages=messages, iteration=3)
     assert await checkpointer.write(checkpoint) is not None
     read = await Checkpointer(backend.checkpoints).latest(tenant, "run:1")
     assert read is not None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.stores.backend import Backend, open_backend
+from agentrun import Backend, open_backend
 from tests.support.redis_server import (
     RedisClusterServers,
     RedisServer,

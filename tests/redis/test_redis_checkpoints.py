@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
+from agentrun import Backend
 from agentrun.errors import StaleFenceError, StoreUnavailableError
-from agentrun.stores.backend import Backend
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.redis_server import RedisServer
 

@@ -6,43 +6,19 @@ is what keeps this fast. Every test runs twice: ``[single]`` and ``[cluster]``.
 
 from __future__ import annotations
 
-import pytest
-
-from agentrun.stores.backend import Backend
-from agentrun.testing import (
-    CheckpointStoreConformance,
-    HistoryStoreConformance,
-    IdempotencyStoreConformance,
-    LeaseStoreConformance,
-    LedgerConformance,
-)
+from agentrun import testing
 
 
-class TestRedisCheckpoints(CheckpointStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.checkpoints
+class TestRedisCheckpoints(testing.CheckpointStoreConformance): ...
 
 
-class TestRedisLeases(LeaseStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.leases
+class TestRedisLeases(testing.LeaseStoreConformance): ...
 
 
-class TestRedisIdempotency(IdempotencyStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.idempotency
+class TestRedisIdempotency(testing.IdempotencyStoreConformance): ...
 
 
-class TestRedisHistory(HistoryStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.history
+class TestRedisHistory(testing.HistoryStoreConformance): ...
 
 
-class TestRedisLedger(LedgerConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.ledger
+class TestRedisLedger(testing.LedgerConformance): ...

@@ -14,14 +14,13 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from agentrun import Backend, open_backend
 from agentrun.checkpointing import Checkpointer
 from agentrun.errors import AgentRunError, CheckpointTooLargeError, StoreUnavailableError
-from agentrun.frontier import Boundary, Checkpoint
 from agentrun.leases import RunLease
-from agentrun.messages import Message
-from agentrun.stores.backend import Backend, open_backend
 from agentrun.stores.redis import SOCKET_TIMEOUT_S, UnreadableRecordError
 from agentrun.stores.redis._shared import RunKeys
+from tests.support.frontiers import frontier
 from tests.support.redis_server import RedisServer
 
 LEASE = RunLease(tenant="acme", run_id="run-1", holder="w", fence=7, remaining=30)
@@ -54,33 +53,20 @@ OPERATIONS: dict[str, Operation] = {
 }
 
 
-def _frontier(fence: int, iteration: int) -> Checkpoint:
-    return Checkpoint(
-        run_id="run-1",
-        tenant="acme",
-        agent_name="booking",
-        agent_revision="r1",
-        boundary=Boundary.AFTER_MODEL_CALL,
-        fence=fence,
-        iteration=iteration,
-        messages=(Message.of("user", f"turn {iteration}"),),
-    )
-
-
 async def test_a_checkpoint_write_fails_into_last_error_and_the_next_one_lands(
     own_server: RedisServer, own_backend: Backend
 ) -> None:
     checkpointer = Checkpointer(own_backend.checkpoints)
     lease = await own_backend.leases.acquire("acme", "run-1", "w", ttl=30)
-    assert await checkpointer.write(_frontier(lease.fence, 1)) is not None
+    assert await checkpointer.write(frontier(fence=lease.fence, iteration=1)) is not None
 
     await asyncio.to_thread(own_server.stop)
-    assert await checkpointer.write(_frontier(lease.fence, 2)) is None
+    assert await checkpointer.write(frontier(fence=lease.fence, iteration=2)) is None
     assert isinstance(checkpointer.last_error, StoreUnavailableError)
     assert checkpointer.last_error.retryable
 
     await asyncio.to_thread(own_server.start)
-    receipt = await checkpointer.write(_frontier(lease.fence, 3))
+    receipt = await checkpointer.write(frontier(fence=lease.fence, iteration=3))
     assert receipt is not None
     assert receipt.iteration == 3
     assert checkpointer.last_error is None
@@ -124,12 +110,12 @@ async def test_a_frozen_server_fails_within_the_socket_timeout(
         with pytest.raises(StoreUnavailableError) as caught:
             await own_backend.idempotency.begin("acme", "run-1", "k", holder="w", fence=1)
         assert "Timeout" in str(caught.value)
-        assert await checkpointer.write(_frontier(1, 1)) is None
+        assert await checkpointer.write(frontier(fence=1, iteration=1)) is None
         assert isinstance(checkpointer.last_error, StoreUnavailableError)
         assert time.monotonic() - started < 2 * SOCKET_TIMEOUT_S + 1.5
     finally:
         own_server.resume()
-    assert await checkpointer.write(_frontier(1, 2)) is not None
+    assert await checkpointer.write(frontier(fence=1, iteration=2)) is not None
 
 
 def _calls(server: RedisServer) -> dict[str, int]:

@@ -9,8 +9,8 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
+from agentrun import Backend
 from agentrun.errors import RunLeaseError, StaleFenceError
-from agentrun.stores.backend import Backend
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.redis_server import RedisServer
 

@@ -10,8 +10,8 @@ import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
+from agentrun import Backend, open_backend
 from agentrun.errors import ConfigurationError
-from agentrun.stores.backend import Backend, open_backend
 from agentrun.stores.redis import RedisLedger
 from agentrun.stores.redis._shared import RunKeys
 from agentrun.testing import HOSTILE_IDS

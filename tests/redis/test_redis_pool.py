@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agentrun.stores.backend import open_backend
+from agentrun import open_backend
 from tests.support.redis_server import RedisServer
 
 

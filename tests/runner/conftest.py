@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.stores.backend import Backend, open_backend
+from agentrun import Backend, open_backend
 from agentrun.stores.memory import MemoryBackend
 from agentrun.testing.mcp_server import McpBooks
 from agentrun.testing.mcp_server import serving as mcp_serving
-from tests.runner.helpers import Stores
 from tests.runner.models import Kind
 
 
@@ -42,7 +41,7 @@ async def sqlite(tmp_path: Path) -> AsyncIterator[Backend]:
 
 
 @pytest.fixture(params=["memory", "sqlite"])
-async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
+async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """Each test that takes ``stores`` runs once on memory and once on an SQLite file."""
     if request.param == "memory":
         yield MemoryBackend()

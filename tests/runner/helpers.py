@@ -16,10 +16,11 @@ from typing import Any
 from opentelemetry.trace import Tracer
 from pydantic import JsonValue
 
+from agentrun import Backend
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
 from agentrun.continuation import ContinuationPolicy
 from agentrun.frontier import Boundary, Checkpoint
-from agentrun.leases import LeasePolicy
+from agentrun.leases import MONOTONIC, Clock, LeasePolicy
 from agentrun.messages import Message
 from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.loop import AgentRunner
@@ -27,10 +28,8 @@ from agentrun.runner.pricing import DEFAULT_PRICES, PriceTable
 from agentrun.runner.providers.base import ModelReply, Provider
 from agentrun.runner.providers.scripted import ScriptedProvider
 from agentrun.runner.tools import Tool
-from agentrun.stores.backend import Backend
-from agentrun.stores.memory import MemoryBackend
+from agentrun.stores.memory import MemoryLeaseStore
 
-Stores = MemoryBackend | Backend
 Turn = Sequence[tuple[str, dict[str, Any]]] | str
 
 
@@ -110,7 +109,7 @@ class Boundaries:
 
 
 def runner(
-    stores: Stores,
+    stores: Backend,
     provider: Provider,
     *,
     holder: str = "worker-a",
@@ -123,14 +122,16 @@ def runner(
     continuation: ContinuationPolicy | None = None,
     prices: PriceTable = DEFAULT_PRICES,
     spans: Tracer | None = None,
+    clock: Clock = MONOTONIC,
 ) -> AgentRunner:
+    """A runner over ``stores``; ``leases=False`` leaves it its own memory lease store."""
     return AgentRunner(
         provider=provider,
         idempotency=stores.idempotency,
         checkpoints=Checkpointer(
             stores.checkpoints, policy, history=stores.history if history else None
         ),
-        leases=stores.leases if leases else None,
+        leases=stores.leases if leases else MemoryLeaseStore(),
         ledger=stores.ledger if ledger else None,
         prices=prices,
         lease_policy=lease_policy or LeasePolicy(ttl=10.0, renew_within=3.0),
@@ -138,6 +139,7 @@ def runner(
         holder=holder,
         on_boundary=boundaries,
         spans=spans,
+        clock=clock,
     )
 
 

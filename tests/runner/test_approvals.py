@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from agentrun.decisions import approval_request_id, decide
 from agentrun.frontier import Boundary
 from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.decisions import approval_request_id, decide
 from agentrun.runner.results import RunStatus
 from agentrun.stores.memory import MemoryBackend
 from tests.runner.helpers import Boundaries, Probe, Recording, agent, runner, script, tool_results

@@ -13,6 +13,7 @@ import asyncio
 
 import pytest
 
+from agentrun import Backend
 from agentrun.demo import services
 from agentrun.demo.booking import BOOKING, SCRIPT
 from agentrun.frontier import Boundary, Checkpoint
@@ -22,7 +23,7 @@ from agentrun.runner.pricing import DEFAULT_PRICES
 from agentrun.runner.providers.scripted import ScriptedProvider
 from agentrun.runner.results import RunStatus
 from agentrun.stores.memory import MemoryBackend
-from tests.runner.helpers import Boundaries, Stores, runner, tool_results
+from tests.runner.helpers import Boundaries, runner, tool_results
 
 FINAL = "Booked one seat on LH1172 for Ada Lovelace and sent her a text."
 
@@ -41,7 +42,7 @@ def _cost_after(turns: int) -> int:
     )
 
 
-async def test_booking_agent_runs_to_completion(stores: Stores) -> None:
+async def test_booking_agent_runs_to_completion(stores: Backend) -> None:
     provider = ScriptedProvider(SCRIPT)
     result = await runner(stores, provider).run(BOOKING, "book Ada", tenant="acme", run_id="r1")
 
@@ -131,7 +132,7 @@ async def test_frontier_at_each_boundary(memory: MemoryBackend) -> None:
 
 
 async def test_booking_cancelled_mid_booking_resumes_with_one_seat(
-    stores: Stores, monkeypatch: pytest.MonkeyPatch
+    stores: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker stopped after the airline booked but before the run heard back: the booking is
     idempotent and keyed, so the resume sends it again with the same key and the airline

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from agentrun import Backend, open_backend
 from agentrun.demo.declared import AIRLINE_TOKEN, MODEL_KEY, TURNS, booking_spec
 from agentrun.leases import LeasePolicy
 from agentrun.redaction import Redactor
@@ -29,7 +30,6 @@ from agentrun.runner.loop import AgentRunner
 from agentrun.runner.results import RunStatus
 from agentrun.runner.secrets import MappingSecrets
 from agentrun.runner.tools import Disposition
-from agentrun.stores.backend import Backend, open_backend
 from agentrun.testing.mcp_server import McpBooks
 from agentrun.testing.model_server import ModelServer, serving
 from tests.runner.models import Kind

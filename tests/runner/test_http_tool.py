@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 import pytest
 from pydantic import JsonValue
 
+from agentrun.decisions import resolve
 from agentrun.errors import IndeterminateToolCallError
 from agentrun.idempotency import ClaimState, derive_key, remote_key
 from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.connections import Connections
-from agentrun.runner.decisions import resolve
 from agentrun.runner.http_tool import http_tool
 from agentrun.runner.results import RunStatus
 from agentrun.runner.secrets import MappingSecrets

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
+from agentrun import AgentRunner, Backend, Checkpointer
 from agentrun.errors import RunLeaseError
 from agentrun.frontier import Boundary
 from agentrun.leases import LeasePolicy, RunLease
 from agentrun.runner.results import RunStatus
 from agentrun.stores.memory import MemoryBackend
 from agentrun.testing import ManualClock
-from tests.runner.helpers import Boundaries, Crash, Probe, Stores, agent, runner, script
+from tests.runner.helpers import Boundaries, Crash, Probe, agent, runner, script
 
 TURNS = ([("act", {"item": "x"})], [("act", {"item": "y"})], "done")
 
 
-async def test_the_lease_is_held_for_the_whole_run_and_released_at_the_end(stores: Stores) -> None:
+async def test_the_lease_is_held_for_the_whole_run_and_released_at_the_end(stores: Backend) -> None:
     refusals: list[RunLeaseError] = []
     holders: list[RunLease | None] = []
 
@@ -40,7 +39,7 @@ async def test_the_lease_is_held_for_the_whole_run_and_released_at_the_end(store
     assert taken.fence == 2
 
 
-async def test_a_resume_holds_the_lease_it_took(stores: Stores) -> None:
+async def test_a_resume_holds_the_lease_it_took(stores: Backend) -> None:
     holders: list[RunLease | None] = []
 
     async def look(item: str) -> None:
@@ -62,7 +61,7 @@ async def test_a_resume_holds_the_lease_it_took(stores: Stores) -> None:
     assert await stores.leases.held("t", "r") is None
 
 
-async def test_a_resume_is_refused_while_another_worker_holds_the_lease(stores: Stores) -> None:
+async def test_a_resume_is_refused_while_another_worker_holds_the_lease(stores: Backend) -> None:
     probe = Probe("act")
     defined = agent(probe.tool())
     crash = Boundaries(crash_at=(Boundary.AFTER_MODEL_CALL, 1))
@@ -79,24 +78,52 @@ async def test_a_resume_is_refused_while_another_worker_holds_the_lease(stores: 
 
 
 async def test_a_lost_lease_stops_the_run_before_the_next_dispatch() -> None:
-    clock = ManualClock()
-    memory = MemoryBackend(clock=clock)
+    store_clock, holder_clock = ManualClock(), ManualClock()
+    memory = MemoryBackend(clock=store_clock)
 
     async def pause_past_ttl(item: str) -> None:
-        clock.advance(60)  # on the store's clock the lease lapses...
+        store_clock.advance(60)  # on the store's clock the lease lapses...
         await memory.leases.acquire("t", "r", "worker-b", ttl=60)  # ...and another takes it
-        await asyncio.sleep(0.5)  # the holder's renewal (due after 0.2s) is refused
+        await holder_clock.pass_time(0.3)  # the holder's renewal (due after 0.2s) is refused
 
     look = Probe("look", during=pause_past_ttl)
     act = Probe("act")
     defined = agent(look.tool(read_only=True), act.tool())
     provider = script([("look", {"item": "a"}), ("act", {"item": "b"})], "done")
     with pytest.raises(RunLeaseError, match="the lease was lost"):
-        await runner(memory, provider, lease_policy=LeasePolicy(ttl=0.4, renew_within=0.2)).run(
-            defined, "go", tenant="t", run_id="r"
-        )
+        await runner(
+            memory,
+            provider,
+            lease_policy=LeasePolicy(ttl=0.4, renew_within=0.2),
+            clock=holder_clock,
+        ).run(defined, "go", tenant="t", run_id="r")
     assert look.calls == ["a"]
     assert act.calls == []
     held = await memory.leases.held("t", "r")
     assert held is not None
     assert (held.holder, held.fence) == ("worker-b", 2)
+
+
+async def test_without_a_lease_store_a_runner_holds_its_runs_in_a_memory_one(
+    memory: MemoryBackend,
+) -> None:
+    """One path for every run: a runner given no lease store still runs each run under a lease
+    (its own memory store's), so a lost one stops it like any other."""
+    seen: list[RunLease | None] = []
+    probe = Probe("act")
+    unleased = AgentRunner(
+        provider=script(*TURNS),
+        idempotency=memory.idempotency,
+        checkpoints=Checkpointer(memory.checkpoints),
+        holder="worker-a",
+    )
+
+    async def look(item: str) -> None:
+        seen.append(await unleased.leases.held("t", "r"))
+
+    probe.during = look
+    result = await unleased.run(agent(probe.tool()), "go", tenant="t", run_id="r")
+    assert result.status is RunStatus.COMPLETED
+    assert [(lease.holder, lease.fence) for lease in seen if lease] == [("worker-a", 1)] * 2
+    assert await unleased.leases.held("t", "r") is None
+    assert await memory.leases.held("t", "r") is None  # the backend's store was never asked

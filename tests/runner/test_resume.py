@@ -251,7 +251,7 @@ async def test_run_refuses_a_run_id_that_already_has_a_checkpoint(memory: Memory
     assert await memory.leases.held("t", "r") is None
 
 
-@pytest.mark.parametrize("with_leases", [True, False], ids=["lease", "resume-claim"])
+@pytest.mark.parametrize("with_leases", [True, False], ids=["lease", "own-memory-lease"])
 async def test_revision_mismatch_is_refused_and_the_run_is_released(
     memory: MemoryBackend, with_leases: bool
 ) -> None:

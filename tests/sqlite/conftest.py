@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.stores.backend import Backend, open_backend
+from agentrun import Backend, open_backend
 from tests.sqlite.worker_process import WorkerProcess
 
 

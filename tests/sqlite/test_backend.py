@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from agentrun import open_backend
 from agentrun.errors import ConfigurationError
-from agentrun.stores.backend import open_backend
 from agentrun.stores.sqlite import EXPECTED_SQLITE_SCHEMA, SqliteCheckpointStore
 from agentrun.stores.sqlite._database import DEFAULT_BUSY_TIMEOUT_MS, parse_url
 from agentrun.stores.sqlite.schema import SCHEMA_VERSION, statements, verify

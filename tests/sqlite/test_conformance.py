@@ -5,43 +5,19 @@ Time passes for real here: expiry is decided by the database's own clock, which 
 
 from __future__ import annotations
 
-import pytest
-
-from agentrun.stores.backend import Backend
-from agentrun.testing import (
-    CheckpointStoreConformance,
-    HistoryStoreConformance,
-    IdempotencyStoreConformance,
-    LeaseStoreConformance,
-    LedgerConformance,
-)
+from agentrun import testing
 
 
-class TestSqliteCheckpoints(CheckpointStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.checkpoints
+class TestSqliteCheckpoints(testing.CheckpointStoreConformance): ...
 
 
-class TestSqliteLeases(LeaseStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.leases
+class TestSqliteLeases(testing.LeaseStoreConformance): ...
 
 
-class TestSqliteIdempotency(IdempotencyStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.idempotency
+class TestSqliteIdempotency(testing.IdempotencyStoreConformance): ...
 
 
-class TestSqliteHistory(HistoryStoreConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.history
+class TestSqliteHistory(testing.HistoryStoreConformance): ...
 
 
-class TestSqliteLedger(LedgerConformance):
-    @pytest.fixture
-    def store(self, backend: Backend) -> object:
-        return backend.ledger
+class TestSqliteLedger(testing.LedgerConformance): ...

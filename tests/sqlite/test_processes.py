@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from agentrun import open_backend
 from agentrun.errors import StaleFenceError, StoreUnavailableError
-from agentrun.stores.backend import open_backend
 from tests.sqlite.worker_process import WorkerProcess
 
 RACERS = 4

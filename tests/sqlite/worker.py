@@ -20,8 +20,8 @@ import sys
 import time
 from typing import Any
 
+from agentrun import Backend, open_backend
 from agentrun.errors import RunLeaseError
-from agentrun.stores.backend import Backend, open_backend
 from agentrun.stores.sqlite._database import parse_url
 
 

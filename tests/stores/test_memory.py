@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from agentrun import testing
 from agentrun.stores.memory import MemoryBackend
-from agentrun.testing import (
-    CheckpointStoreConformance,
-    HistoryStoreConformance,
-    IdempotencyStoreConformance,
-    LeaseStoreConformance,
-    LedgerConformance,
-    ManualClock,
-)
+from agentrun.testing import ManualClock
 
 
 class _Memory:
@@ -25,31 +19,16 @@ class _Memory:
         self.clock.advance(seconds)
 
 
-class TestMemoryCheckpoints(_Memory, CheckpointStoreConformance):
-    @pytest.fixture
-    def store(self, backend: MemoryBackend) -> object:
-        return backend.checkpoints
+class TestMemoryCheckpoints(_Memory, testing.CheckpointStoreConformance): ...
 
 
-class TestMemoryLeases(_Memory, LeaseStoreConformance):
-    @pytest.fixture
-    def store(self, backend: MemoryBackend) -> object:
-        return backend.leases
+class TestMemoryLeases(_Memory, testing.LeaseStoreConformance): ...
 
 
-class TestMemoryIdempotency(_Memory, IdempotencyStoreConformance):
-    @pytest.fixture
-    def store(self, backend: MemoryBackend) -> object:
-        return backend.idempotency
+class TestMemoryIdempotency(_Memory, testing.IdempotencyStoreConformance): ...
 
 
-class TestMemoryHistory(_Memory, HistoryStoreConformance):
-    @pytest.fixture
-    def store(self, backend: MemoryBackend) -> object:
-        return backend.history
+class TestMemoryHistory(_Memory, testing.HistoryStoreConformance): ...
 
 
-class TestMemoryLedger(_Memory, LedgerConformance):
-    @pytest.fixture
-    def store(self, backend: MemoryBackend) -> object:
-        return backend.ledger
+class TestMemoryLedger(_Memory, testing.LedgerConformance): ...

@@ -20,10 +20,13 @@ import subprocess
 from typing import Any
 
 from agentrun.errors import AgentRunError, ConfigurationError
+from agentrun.outcomes import Outcome
 
 
 class KubectlError(AgentRunError):
-    """kubectl failed (not found, no access, the object is gone)."""
+    """kubectl failed (no access, the object is gone); the message is kubectl's."""
+
+    outcome = Outcome.REFUSED
 
 
 def _kubectl(namespace: str | None, *args: str, stdin: str | None = None) -> str:

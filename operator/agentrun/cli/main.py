@@ -13,25 +13,32 @@ import getpass
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Awaitable, Callable, Sequence
 
+from agentrun import Backend, open_backend
 from agentrun.checkpointing import Checkpointer, WriteReceipt
 from agentrun.cli import kube
-from agentrun.cli.exits import EXIT_HELP, Exit, exit_for
 from agentrun.cli.render import lease_line, plan_json, plan_lines, result_line
+from agentrun.decisions import ApprovalDecision, decide, resolve
 from agentrun.errors import AgentRunError, ConfigurationError, NothingCheckpointedError
 from agentrun.frontier import Checkpoint, describe
 from agentrun.leases import LeasePolicy, RunLease, default_holder
+from agentrun.outcomes import Exit
 from agentrun.resume import plan_resume
-from agentrun.runner.decisions import decide, resolve
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.registry import RegisteredAgent, load_agent, registered_agents
 from agentrun.runner.results import RunResult
 from agentrun.runner.tracing import export_if_configured
-from agentrun.stores.backend import Backend, open_backend
 
 DEFAULT_STORE = "sqlite:///./.agentrun/state.db"
 RESOLVE_LEASE_TTL = 30.0
+EXIT_HELP = "exit codes:\n" + "\n".join(
+    textwrap.fill(
+        code.meaning, width=95, initial_indent=f"  {code.value}  ", subsequent_indent="     "
+    )
+    for code in Exit
+)
 
 Command = Callable[[argparse.Namespace, Backend], Awaitable[Exit]]
 
@@ -115,7 +122,19 @@ async def _resume(args: argparse.Namespace, backend: Backend) -> Exit:
 
 def _finish(result: RunResult) -> Exit:
     _say(result_line(result))
-    return Exit.CARRIED_ON
+    return result.outcome.exit_code
+
+
+def _decision(args: argparse.Namespace) -> ApprovalDecision:
+    return ApprovalDecision(approved=not args.deny, by=args.by, reason=args.reason)
+
+
+def _verb(decision: ApprovalDecision) -> str:
+    return "approved" if decision.approved else "denied"
+
+
+def _answer(args: argparse.Namespace) -> str:
+    return f"it ran, with result {args.result!r}" if args.ran else "it did not run"
 
 
 async def _approve(args: argparse.Namespace, backend: Backend) -> Exit:
@@ -127,18 +146,12 @@ async def _approve(args: argparse.Namespace, backend: Backend) -> Exit:
             f"run {args.run_id!r} is not waiting on approval {args.request!r} (it is waiting on "
             f"{now}); check with `agentrun inspect {args.run_id} --tenant {args.tenant}`"
         )
+    decision = _decision(args)
     await decide(
-        backend.idempotency,
-        args.tenant,
-        args.run_id,
-        args.request,
-        approved=not args.deny,
-        by=args.by,
-        reason=args.reason,
+        backend.idempotency, args.tenant, args.run_id, args.request, **decision.model_dump()
     )
-    verb = "denied" if args.deny else "approved"
     _say(
-        f"{verb} {args.request} ({waiting.tool}, call {waiting.call_id}) for run "
+        f"{_verb(decision)} {args.request} ({waiting.tool}, call {waiting.call_id}) for run "
         f"{args.run_id} as {args.by}; carry it on with "
         f"`agentrun run --resume {args.run_id} --tenant {args.tenant}`"
     )
@@ -168,9 +181,8 @@ async def _resolve(args: argparse.Namespace, backend: Backend) -> Exit:
             "flight under it (its outcome was recorded, or it was answered already); nothing "
             f"was written. See `agentrun inspect {args.run_id} --tenant {args.tenant}`"
         )
-    answer = f"it ran, with result {args.result!r}" if args.ran else "it did not run"
     _say(
-        f"recorded for call {args.call} of run {args.run_id}: {answer} (by {args.by}); "
+        f"recorded for call {args.call} of run {args.run_id}: {_answer(args)} (by {args.by}); "
         f"carry it on with `agentrun run --resume {args.run_id} --tenant {args.tenant}`"
     )
     return Exit.CARRIED_ON
@@ -309,9 +321,8 @@ def _in_cluster(args: argparse.Namespace) -> Exit:
         tool, by = kube.resolve(
             args.namespace, args.run_id, args.call, ran=args.ran, result=args.result
         )
-        answer = f"it ran, with result {args.result!r}" if args.ran else "it did not run"
         _say(
-            f"recorded for {tool} (call {args.call}) in AgentRun {args.run_id}: {answer} "
+            f"recorded for {tool} (call {args.call}) in AgentRun {args.run_id}: {_answer(args)} "
             f"(by {by}); the operator carries it on"
         )
     return Exit.CARRIED_ON
@@ -351,9 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _in_cluster(args)
         return int(asyncio.run(_dispatch(args)))
     except AgentRunError as error:
-        code = exit_for(error)
         print(f"agentrun: {error}", file=sys.stderr, flush=True)
-        return int(code)
+        return int(error.outcome.exit_code)
     except KeyboardInterrupt:
         return 130
 

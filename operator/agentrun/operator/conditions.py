@@ -10,15 +10,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
-Status = Literal["True", "False", "Unknown"]
+from agentrun.outcomes import (
+    AWAITING_APPROVAL,
+    CHECKPOINTED,
+    INDETERMINATE,
+    SUCCEEDED,
+    ConditionReason,
+    ConditionStatus,
+)
 
-SUCCEEDED = "Succeeded"
-AWAITING_APPROVAL = "AwaitingApproval"
-INDETERMINATE = "Indeterminate"
-CHECKPOINTED = "Checkpointed"
-ALL_TYPES = (SUCCEEDED, AWAITING_APPROVAL, INDETERMINATE, CHECKPOINTED)
+ConditionUpdate = tuple[str, ConditionStatus, str, str]
+"""A condition to write: its type, status, reason and message."""
+
+# Where a run is, as opposed to how an attempt at it ended (that is an ``Outcome``'s to say).
+PENDING = ConditionReason(SUCCEEDED, "Unknown", "Pending")
+RUNNING = ConditionReason(SUCCEEDED, "Unknown", "Running")
+RESUMING = ConditionReason(SUCCEEDED, "Unknown", "Resuming")
+NOT_WAITING = ConditionReason(AWAITING_APPROVAL, "False", "NotWaiting")
+DECIDED = ConditionReason(INDETERMINATE, "False", "Decided")
+NOT_YET = ConditionReason(CHECKPOINTED, "Unknown", "NotYet")
+WRITTEN = ConditionReason(CHECKPOINTED, "True", "Written")
+TOO_LARGE = ConditionReason(CHECKPOINTED, "False", "TooLarge")
+STORE_UNAVAILABLE = ConditionReason(CHECKPOINTED, "False", "StoreUnavailable")
+
+
+def update(condition: ConditionReason, message: str) -> ConditionUpdate:
+    return (condition.type, condition.status, condition.reason, message)
 
 
 def _timestamp(now: datetime) -> str:
@@ -28,7 +47,7 @@ def _timestamp(now: datetime) -> str:
 def set_condition(
     conditions: Sequence[Mapping[str, Any]],
     type_: str,
-    status: Status,
+    status: ConditionStatus,
     reason: str,
     message: str,
     *,
@@ -61,11 +80,11 @@ def set_condition(
 def initial_conditions(generation: int, now: datetime | None = None) -> list[dict[str, Any]]:
     """What a run shows the first time an operator sees it: nothing decided yet."""
     conditions: list[dict[str, Any]] = []
-    first: tuple[tuple[str, Status, str, str], ...] = (
-        (SUCCEEDED, "Unknown", "Pending", "waiting for a worker to take the run's lease"),
-        (AWAITING_APPROVAL, "False", "NotWaiting", "no approval is pending"),
-        (INDETERMINATE, "False", "Decided", "no call is undecidable"),
-        (CHECKPOINTED, "Unknown", "NotYet", "no checkpoint has been written yet"),
+    first = (
+        update(PENDING, "waiting for a worker to take the run's lease"),
+        update(NOT_WAITING, "no approval is pending"),
+        update(DECIDED, "no call is undecidable"),
+        update(NOT_YET, "no checkpoint has been written yet"),
     )
     for type_, status, reason, message in first:
         conditions = set_condition(

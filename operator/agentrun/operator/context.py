@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentrun.backend import Backend
 from agentrun.operator.config import OperatorConfig
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
 from agentrun.runner.registry import RegisteredAgent
-from agentrun.stores.backend import Backend
 
 FINALIZER = "agentrun.dev/forget-run"
 """Held while the stores keep something for the run, so deleting it can forget that."""

@@ -7,6 +7,11 @@ from typing import Any, cast
 
 import kopf
 
+# Events of a run's progress; how a run ended posts its ``Outcome``'s event.
+LEASE_TAKEN = "LeaseTaken"
+RUN_RESUMED = "RunResumed"
+CHECKPOINT_REFUSED = "CheckpointRefused"
+
 
 def notice(body: Mapping[str, Any], reason: str, message: str, *, warning: bool = False) -> None:
     kopf.event(

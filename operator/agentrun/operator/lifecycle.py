@@ -13,7 +13,7 @@ from agentrun.operator.context import OperatorContext
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
 from agentrun.runner.registry import registered_agents
-from agentrun.stores.backend import open_backend
+from agentrun.stores import open_backend
 
 
 async def start(

@@ -1,7 +1,8 @@
 """Prometheus metrics: what an on-call engineer graphs and alerts on.
 
-Runs by their ``Succeeded`` reason (a gauge each replica keeps for the runs it has seen), resumes,
-undecidable calls, checkpoint sizes, refusals and write latency, lease acquisitions and losses.
+Runs by their ``Succeeded`` reason (a gauge each replica keeps for the runs it has seen), how
+attempts at runs ended (by ``Outcome``), resumes, undecidable calls, checkpoint sizes, refusals
+and write latency, lease acquisitions and losses.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ SIZE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 2
 
 
 class Metrics:
+    """The operator's Prometheus metrics, in a registry of its own."""
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
@@ -19,6 +22,12 @@ class Metrics:
             "agentrun_runs",
             "AgentRuns by the reason of their Succeeded condition",
             ["reason"],
+            registry=r,
+        )
+        self.outcomes = Counter(
+            "agentrun_outcomes",
+            "Attempts at runs by how they ended (the kit's Outcome)",
+            ["outcome"],
             registry=r,
         )
         self.resumes = Counter("agentrun_resumes", "Runs carried on from a checkpoint", registry=r)

@@ -8,7 +8,8 @@ directions. Rules the CRD states in CEL about a single object (a resolution's re
 renewal window) are repeated here as validators; rules about a change from the old object
 (immutability, append-only lists) only the API server can check.
 
-Only pydantic is imported: the kit must import without kopf or a Kubernetes client.
+Only pydantic and the kit's outcomes are imported: the models load without kopf or a Kubernetes
+client.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Annotated, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from agentrun.outcomes import ConditionStatus
+
 GROUP = "agentrun.dev"
 VERSION = "v1alpha1"
 KIND = "AgentRun"
@@ -26,7 +29,6 @@ PLURAL = "agentruns"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 Boundary = Literal["after_model_call", "after_tool_result", "before_approval"]
-ConditionStatus = Literal["True", "False", "Unknown"]
 
 _NAME_PATTERN = r"^[a-z0-9]([a-z0-9_.-]*[a-z0-9])?$"
 _CONDITION_TYPE_PATTERN = (

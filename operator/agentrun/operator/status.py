@@ -25,15 +25,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentrun.operator.conditions import Status, initial_conditions, set_condition
+from agentrun.errors import AgentRunError
+from agentrun.operator.conditions import ConditionUpdate, initial_conditions, set_condition
 from agentrun.operator.kubeapi import KubeApi, Rejected
+from agentrun.operator.resource import AgentRunStatus, LeaseStatus
+from agentrun.outcomes import Outcome
 
-ConditionUpdate = tuple[str, Status, str, str]
 ATTEMPTS = 5
+NOTHING = AgentRunStatus()
+"""A status write that sets no field (only conditions, or only the first ones)."""
 
 
-class Superseded(Exception):
+class Superseded(AgentRunError):
     """A newer lease holder owns the run's status; this replica must stop writing it."""
+
+    outcome = Outcome.SUPERSEDED
 
 
 def _fence_of(run: dict[str, Any]) -> int | None:
@@ -79,14 +85,20 @@ class StatusWriter:
 
     @staticmethod
     def _operations(
-        current: dict[str, Any], fields: dict[str, Any], conditions: Sequence[ConditionUpdate]
+        current: dict[str, Any], fields: AgentRunStatus, conditions: Sequence[ConditionUpdate]
     ) -> list[dict[str, Any]]:
+        """The patch that writes ``fields`` (those set in it; one set to None is removed) and
+        ``conditions`` over ``current``, stamped with its generation."""
         status = current.get("status") or {}
         generation = int(current["metadata"].get("generation", 1))
         merged = status.get("conditions") or initial_conditions(generation)
         for type_, value, reason, message in conditions:
             merged = set_condition(merged, type_, value, reason, message, generation=generation)
-        body = {**fields, "conditions": merged, "observedGeneration": generation}
+        body = {
+            **fields.model_dump(mode="json", by_alias=True, exclude_unset=True),
+            "conditions": merged,
+            "observedGeneration": generation,
+        }
         operations: list[dict[str, Any]] = []
         if "status" not in current:
             operations.append({"op": "add", "path": "/status", "value": {}})
@@ -98,7 +110,7 @@ class StatusWriter:
         return operations
 
     async def write(
-        self, fields: dict[str, Any] | None = None, conditions: Sequence[ConditionUpdate] = ()
+        self, fields: AgentRunStatus = NOTHING, conditions: Sequence[ConditionUpdate] = ()
     ) -> None:
         """Write status fields and conditions: fenced if this writer holds the run."""
         known = self._patched
@@ -111,7 +123,7 @@ class StatusWriter:
             fenced = {"op": "test", "path": "/status/lease/fence", "value": self.fence}
             try:
                 await self._patch(
-                    [fenced, generation, *self._operations(known, fields or {}, conditions)]
+                    [fenced, generation, *self._operations(known, fields, conditions)]
                 )
                 return
             except Rejected:
@@ -131,7 +143,7 @@ class StatusWriter:
                     raise self._superseded()
                 guard = {"op": "test", "path": "/status/lease/fence", "value": self.fence}
             try:
-                await self._patch([guard, *self._operations(current, fields or {}, conditions)])
+                await self._patch([guard, *self._operations(current, fields, conditions)])
                 return
             except Rejected as rejected:
                 if self.fence is not None:
@@ -144,7 +156,7 @@ class StatusWriter:
         fence: int,
         *,
         resumed: bool,
-        fields: dict[str, Any] | None = None,
+        fields: AgentRunStatus = NOTHING,
         conditions: Sequence[ConditionUpdate] = (),
     ) -> None:
         """Write this holder's fence into the status; ``Superseded`` if a higher one is there,
@@ -161,12 +173,10 @@ class StatusWriter:
                     f"status of {self.namespace}/{self.name} already carries "
                     f"fence {written}; this holder has {fence}"
                 )
-            written_fields: dict[str, Any] = {
-                **(fields or {}),
-                "lease": {"holder": holder, "fence": fence},
-            }
+            taken: dict[str, object] = {"lease": LeaseStatus(holder=holder, fence=fence)}
             if resumed:
-                written_fields["resumeCount"] = int(status.get("resumeCount") or 0) + 1
+                taken["resume_count"] = int(status.get("resumeCount") or 0) + 1
+            written_fields = fields.model_copy(update=taken)
             guard = {
                 "op": "test",
                 "path": "/metadata/resourceVersion",

@@ -22,24 +22,28 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentrun.errors import AgentRunError
 from agentrun.leases import RunLease
-from agentrun.operator.conditions import SUCCEEDED, find
+from agentrun.operator.conditions import find
 from agentrun.operator.context import OperatorContext
 from agentrun.operator.kubeapi import KubeApi, Rejected
 from agentrun.operator.tenancy import tenant_for
+from agentrun.outcomes import SUCCEEDED, Outcome
 
 RUN_STARTED_KEY = "run-started:v1"
 """The idempotency record a run's first start leaves in the store: the store's own memory that
 the run began, to hold up against the status when no checkpoint is found."""
 
-LOST = "StoreDataLost"
+LOST = Outcome.STORE_DATA_LOST.reason
 """Reason of the ``Succeeded=Unknown`` condition of a run parked on lost store data."""
 
 ATTEMPTS = 5
 
 
-class StoreDataLost(Exception):
+class StoreDataLost(AgentRunError):
     """The status says the run began, or got further, and the store holds nothing of it."""
+
+    outcome = Outcome.STORE_DATA_LOST
 
     def __init__(self, tenant: str, run_id: str, evidence: Sequence[str]) -> None:
         self.evidence = tuple(evidence)

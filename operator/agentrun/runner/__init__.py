@@ -6,7 +6,6 @@ so the loop itself runs with none of it installed: ``providers.openai``, ``provi
 """
 
 from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.decisions import ApprovalDecision, decide, decision_for, resolve
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.pricing import DEFAULT_PRICES, ModelPrice, PriceTable
 from agentrun.runner.providers import ModelReply, Provider, ProviderError, ScriptedProvider
@@ -17,7 +16,6 @@ __all__ = [
     "DEFAULT_PRICES",
     "AgentDefinition",
     "AgentRunner",
-    "ApprovalDecision",
     "ModelPrice",
     "ModelReply",
     "PriceTable",
@@ -28,8 +26,5 @@ __all__ = [
     "ScriptedProvider",
     "Tool",
     "ToolError",
-    "decide",
-    "decision_for",
-    "resolve",
     "tool",
 ]

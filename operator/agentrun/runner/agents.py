@@ -22,6 +22,9 @@ from agentrun.runner.tools import Tool
 
 @dataclass(frozen=True)
 class AgentDefinition:
+    """An agent: its instructions, model and tools. Its ``revision`` (a digest of all of them)
+    pins every checkpoint, so a run never resumes into a changed agent."""
+
     name: str
     instructions: str
     model: str

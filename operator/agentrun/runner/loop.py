@@ -1,158 +1,125 @@
-"""The agent loop: ask the model, dispatch what it asks for, checkpoint at the boundaries.
+"""``AgentRunner``: start a run or carry one on, under its lease, and say how it stopped.
 
 Every step that could be repeated by a crash is arranged so that repeating it is harmless or
-refused:
+refused; each arrangement lives in the module named for it:
 
-* The frontier is written only at the three unambiguous boundaries (``after_model_call`` holds
-  the reply and the calls it asked for, none dispatched; ``after_tool_result`` holds every result
-  of the turn; ``before_approval`` holds the held call and the request id).
-* Before a call is handed to its tool, its intent is claimed in the idempotency store (under its
-  key, or a dispatch marker for a keyless call); the outcome is recorded after. So the record,
-  not the frontier, says what happened after the frontier was written.
-* A resume takes the run's lease before it reads anything (``Resumer``), refuses calls nobody can
-  decide (``IndeterminateToolCallError``), replays recorded outcomes, dispatches what never ran,
-  and holds the lease with a ``Leaseholder`` for all the work after it. Before every model call
-  and every dispatch the lease is checked: a worker that lost it stops on its own.
-* Spend is charged to the ledger after every model call; the ledger, not the checkpoint, decides
-  what the run may still spend.
+* ``turns`` — the loop: ask the model, charge the ledger (which, not the checkpoint, decides
+  what the run may still spend), dispatch, and checkpoint at the boundaries.
+* ``boundaries`` — the frontier is written only at the three unambiguous boundaries
+  (``after_model_call`` holds the reply and the calls it asked for, none dispatched;
+  ``after_tool_result`` holds every result of the turn; ``before_approval`` holds the held call
+  and the request id).
+* ``dispatch`` — before a call is handed to its tool, its intent is claimed in the idempotency
+  store; the outcome is recorded after. So the record, not the frontier, says what happened
+  after the frontier was written.
+* here — a resume takes the run's lease before it reads anything (``Resumer``), refuses calls
+  nobody can decide (``IndeterminateToolCallError``) and a changed agent, and holds the lease
+  with a ``Leaseholder`` for all the work after it. Before every model call and every dispatch
+  the lease is checked (``state``): a worker that lost it stops on its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict, Unpack
 
 from opentelemetry.trace import Tracer
-from pydantic import JsonValue
 
-from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
-from agentrun.continuation import ContinuationPolicy, continued
-from agentrun.errors import (
-    BudgetExceededError,
-    ConfigurationError,
-    IndeterminateToolCallError,
-    RevisionMismatchError,
+from agentrun.backend import Backend
+from agentrun.checkpointing import Checkpointer, CheckpointPolicy
+from agentrun.continuation import ContinuationPolicy
+from agentrun.errors import BudgetExceededError, ConfigurationError, RevisionMismatchError
+from agentrun.frontier import Checkpoint
+from agentrun.idempotency import IdempotencyStore
+from agentrun.leases import (
+    MONOTONIC,
+    Clock,
+    Leaseholder,
+    LeasePolicy,
+    LeaseStore,
+    RunLease,
+    default_holder,
 )
-from agentrun.frontier import Boundary, Checkpoint, PendingApproval, PendingCall
-from agentrun.idempotency import ClaimState, IdempotencyStore, derive_key, remote_key
-from agentrun.leases import Leaseholder, LeasePolicy, LeaseStore, RunLease, default_holder
 from agentrun.ledger import Ledger
-from agentrun.messages import Message, TextPart, ToolCall, Usage
-from agentrun.resume import (
-    ResumePlan,
-    Resumer,
-    claim_resume,
-    read_and_plan,
-    refuse_if_undecidable,
-    release_resume,
-    tracking_key,
-)
+from agentrun.messages import Message
+from agentrun.resume import ResumePlan, Resumer, refuse_if_undecidable
 from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.decisions import approval_request_id, decision_for
+from agentrun.runner.boundaries import BoundaryObserver, BoundaryWriter
+from agentrun.runner.dispatch import Dispatcher
 from agentrun.runner.pricing import DEFAULT_PRICES, PriceTable
 from agentrun.runner.providers.base import Provider
 from agentrun.runner.registry import RegisteredAgent
 from agentrun.runner.results import RunResult, RunStatus
-from agentrun.runner.tools import Tool, ToolArgumentsError, ToolError
-from agentrun.runner.tracing import (
-    STATUS,
-    checkpoint_event,
-    model_span,
-    record_usage,
-    run_span,
-    tool_span,
-    tracer,
-)
-from agentrun.stores.backend import Backend
+from agentrun.runner.state import Interrupted, Paused, RunState
+from agentrun.runner.tracing import STATUS, record_usage, run_span, tracer
+from agentrun.runner.turns import Turns
+from agentrun.stores.memory import MemoryLeaseStore
 
-logger = logging.getLogger(__name__)
-
-BoundaryObserver = Callable[[Checkpoint, WriteReceipt | None, Exception | None], Awaitable[None]]
+LeaseObserver = Callable[[RunLease, bool], Awaitable[None]]
+ResultObserver = Callable[[RunResult], Awaitable[None]]
 
 
-class _Interrupted(Exception):
-    """Internal: the caller asked the run to stop; it stops before its next step."""
+class Observers(TypedDict, total=False):
+    """What a caller hears of a run while it goes: see ``AgentRunner``."""
+
+    on_boundary: BoundaryObserver | None
+    on_lease: LeaseObserver | None
+    on_result: ResultObserver | None
+    spans: Tracer | None
 
 
-class _Paused(Exception):
-    """Internal: the run stops here to wait on a person."""
-
-    def __init__(self, approval: PendingApproval) -> None:
-        self.approval = approval
-
-
-@dataclass
-class _Run:
-    agent: AgentDefinition
-    tenant: str
-    run_id: str
-    holder: str
-    fence: int
-    lease: Leaseholder | None
-    messages: list[Message]
-    execution: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    usage: Usage = field(default_factory=Usage)
-    cost_micros: int = 0
-    iteration: int = 0
-    budget_micros: int | None = None
-    grant: str | None = None
-    scopes: tuple[str, ...] = ()
-    user: str | None = None
-    denied: list[str] = field(default_factory=list)
-    journal: list[str] = field(default_factory=list)
-    history_bytes: int = 0
-    resumed: bool = False
-    stop: Callable[[], bool] | None = None
-
-    def ensure_held(self) -> None:
-        """Before every model call and every dispatch: still ours, and still wanted?"""
-        if self.stop is not None and self.stop():
-            raise _Interrupted
-        if self.lease is not None:
-            self.lease.ensure_held()
-
-
+@dataclass(kw_only=True, eq=False)
 class AgentRunner:
-    def __init__(
-        self,
-        *,
-        provider: Provider,
-        idempotency: IdempotencyStore,
-        checkpoints: Checkpointer,
-        leases: LeaseStore | None = None,
-        ledger: Ledger | None = None,
-        prices: PriceTable = DEFAULT_PRICES,
-        lease_policy: LeasePolicy | None = None,
-        continuation: ContinuationPolicy | None = None,
-        holder: str | None = None,
-        on_boundary: BoundaryObserver | None = None,
-        on_lease: Callable[[RunLease, bool], Awaitable[None]] | None = None,
-        on_result: Callable[[RunResult], Awaitable[None]] | None = None,
-        spans: Tracer | None = None,
-    ) -> None:
-        """``on_lease`` hears of each lease taken (and whether it resumes a run);
-        ``on_result`` hears how the run stopped while its lease is still held, so what it
-        records lands before another worker can take the run. ``spans`` traces the run, its
-        model calls and tool calls (default: the global tracer provider's; see ``tracing``)."""
-        self.provider = provider
-        self.idempotency = idempotency
-        self.checkpoints = checkpoints
-        self.leases = leases
-        self.ledger = ledger
-        self.prices = prices
-        self.lease_policy = lease_policy or LeasePolicy()
-        self.continuation = continuation
-        self.holder = holder or default_holder()
-        self.on_boundary = on_boundary
-        self.on_lease = on_lease
-        self.on_result = on_result
-        self.spans = spans or tracer()
+    """Runs an agent and carries runs on from their checkpoints, never making a call twice.
+
+    ``run`` starts a run and ``resume`` carries one on; both hold the run's lease for all their
+    work. Each returns a ``RunResult`` saying where the run stopped. ``on_backend`` builds one
+    over every store of a ``Backend``.
+
+    ``on_lease`` hears of each lease taken (and whether it resumes a run); ``on_result`` hears
+    how the run stopped while its lease is still held, so what it records lands before another
+    worker can take the run. ``clock`` is what the lease's holder keeps its deadline on (a
+    test's hand-moved one). ``spans`` traces the run, its model calls and tool calls (default:
+    the global tracer provider's; see ``tracing``).
+
+    Without ``leases`` the runner holds its leases in a memory lease store of its own: one path
+    for every run, but one that keeps only this runner's runs apart. Workers that share the
+    other stores must share a lease store too (``open_backend`` gives one).
+    """
+
+    provider: Provider
+    idempotency: IdempotencyStore
+    checkpoints: Checkpointer
+    leases: LeaseStore = field(default_factory=MemoryLeaseStore)
+    ledger: Ledger | None = None
+    prices: PriceTable = DEFAULT_PRICES
+    lease_policy: LeasePolicy = field(default_factory=LeasePolicy)
+    continuation: ContinuationPolicy | None = None
+    holder: str = field(default_factory=default_holder)
+    on_boundary: BoundaryObserver | None = None
+    on_lease: LeaseObserver | None = None
+    on_result: ResultObserver | None = None
+    clock: Clock = MONOTONIC
+    spans: Tracer | None = None
+    _turns: Turns = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.spans is None:
+            self.spans = tracer()
+        boundaries = BoundaryWriter(self.checkpoints, self.on_boundary)
+        self._turns = Turns(
+            provider=self.provider,
+            prices=self.prices,
+            ledger=self.ledger,
+            continuation=self.continuation,
+            boundaries=boundaries,
+            dispatcher=Dispatcher(self.idempotency, boundaries, self.spans),
+            spans=self.spans,
+        )
 
     @classmethod
     def on_backend(
@@ -163,10 +130,7 @@ class AgentRunner:
         lease_policy: LeasePolicy,
         holder: str,
         checkpoint_policy: CheckpointPolicy | None = None,
-        on_boundary: BoundaryObserver | None = None,
-        on_lease: Callable[[RunLease, bool], Awaitable[None]] | None = None,
-        on_result: Callable[[RunResult], Awaitable[None]] | None = None,
-        spans: Tracer | None = None,
+        **observers: Unpack[Observers],
     ) -> AgentRunner:
         """A runner for ``registered`` over all five stores of ``backend``, the transcript out
         of line in its history store: what the CLI and the operator both run."""
@@ -181,20 +145,10 @@ class AgentRunner:
             prices=registered.prices,
             lease_policy=lease_policy,
             holder=holder,
-            on_boundary=on_boundary,
-            on_lease=on_lease,
-            on_result=on_result,
-            spans=spans,
+            **observers,
         )
 
     # -- entry points -------------------------------------------------------------------------
-
-    async def _refuse_existing(self, tenant: str, run_id: str) -> None:
-        if await self.checkpoints.store.latest(tenant, run_id) is not None:
-            raise ConfigurationError(
-                f"run {run_id!r} of tenant {tenant!r} already has a checkpoint; resume it "
-                "or pick another run id"
-            )
 
     async def run(
         self,
@@ -221,12 +175,12 @@ class AgentRunner:
         await self._refuse_existing(tenant, run_id)
         async with self._held(tenant, run_id) as lease:
             await self._refuse_existing(tenant, run_id)
-            state = _Run(
+            state = RunState(
                 agent=agent,
                 tenant=tenant,
                 run_id=run_id,
                 holder=self.holder,
-                fence=lease.fence if lease else 0,
+                fence=lease.fence,
                 lease=lease,
                 messages=[Message.of("system", agent.instructions), Message.of("user", input)],
                 budget_micros=budget_micros,
@@ -234,8 +188,9 @@ class AgentRunner:
                 scopes=tuple(scopes),
                 user=user,
                 stop=stop,
+                measure_history=self.continuation is not None,
             )
-            return await self._traced(state, deadline, self._loop(state))
+            return await self._drive(state, deadline, self._turns.take(state))
 
     async def resume(
         self,
@@ -251,34 +206,21 @@ class AgentRunner:
         """Carry a run on from its checkpoint, deciding every call that was outstanding.
 
         ``before_planning`` runs under the run's lease once the frontier is read (see
-        ``Resumer.resume``); without a lease store it runs under the resume claim.
+        ``Resumer.resume``).
         """
-        if self.leases is None:
-            claim = await claim_resume(self.idempotency, tenant, run_id, holder=self.holder)
-            try:
-                checkpoint, messages, plan = await read_and_plan(
-                    self.checkpoints,
-                    self.idempotency,
-                    tenant,
-                    run_id,
-                    before_planning=before_planning,
-                )
-                return await self._carry_on(
-                    agent, checkpoint, messages, plan, None, deadline, budget_micros, stop
-                )
-            finally:
-                await release_resume(self.idempotency, tenant, run_id, claim)
         resumer = Resumer(
             checkpoints=self.checkpoints,
             leases=self.leases,
             idempotency=self.idempotency,
             policy=self.lease_policy,
         )
-        taken_at = time.monotonic()
+        taken_at = self.clock()
         carried = await resumer.resume(
-            run_id, tenant=tenant, worker=self.holder, before_planning=before_planning
+            run_id, tenant=tenant, holder=self.holder, before_planning=before_planning
         )
-        holder = Leaseholder(self.leases, carried.lease, self.lease_policy, taken_at=taken_at)
+        holder = Leaseholder(
+            self.leases, carried.lease, self.lease_policy, taken_at=taken_at, clock=self.clock
+        )
         async with holder as lease:
             if self.on_lease is not None:  # inside, so the lease goes back if it raises
                 await self.on_lease(carried.lease, True)
@@ -293,6 +235,13 @@ class AgentRunner:
                 stop,
             )
 
+    async def _refuse_existing(self, tenant: str, run_id: str) -> None:
+        if await self.checkpoints.store.latest(tenant, run_id) is not None:
+            raise ConfigurationError(
+                f"run {run_id!r} of tenant {tenant!r} already has a checkpoint; resume it "
+                "or pick another run id"
+            )
+
     # -- resume -------------------------------------------------------------------------------
 
     async def _carry_on(
@@ -301,7 +250,7 @@ class AgentRunner:
         checkpoint: Checkpoint,
         messages: tuple[Message, ...],
         plan: ResumePlan,
-        lease: Leaseholder | None,
+        lease: Leaseholder,
         deadline: float | None,
         budget_micros: int | None,
         stop: Callable[[], bool] | None,
@@ -312,12 +261,12 @@ class AgentRunner:
             )
         refuse_if_undecidable(plan)
         budget = checkpoint.metadata.get("budget_micros")
-        state = _Run(
+        state = RunState(
             agent=agent,
             tenant=checkpoint.tenant,
             run_id=checkpoint.run_id,
             holder=self.holder,
-            fence=lease.fence if lease else checkpoint.fence,
+            fence=lease.fence,
             lease=lease,
             messages=list(messages),
             usage=checkpoint.usage,
@@ -333,43 +282,19 @@ class AgentRunner:
             user=checkpoint.user,
             resumed=True,
             stop=stop,
+            measure_history=self.continuation is not None,
         )
         if self.ledger is not None:
             state.cost_micros = await self.ledger.spent(state.tenant, state.run_id)
-        return await self._traced(state, deadline, self._resume_loop(state, checkpoint, plan))
+        return await self._drive(state, deadline, self._turns.carry_on(state, checkpoint, plan))
 
-    async def _resume_loop(
-        self, state: _Run, checkpoint: Checkpoint, plan: ResumePlan
+    # -- how a run stops ------------------------------------------------------------------------
+
+    async def _drive(
+        self, state: RunState, deadline: float | None, work: Awaitable[RunResult]
     ) -> RunResult:
-        if checkpoint.pending:
-            _refuse_over_budget(state)
-            decided = {d.pending.call.id: d for d in plan.decisions}
-            for index, pending in enumerate(checkpoint.pending):
-                decision = decided[pending.call.id]
-                if decision.withheld:
-                    state.messages.append(
-                        Message.tool_result(
-                            pending.call.id,
-                            "error: this call was not made. Its arguments were masked as secrets "
-                            "when the run was checkpointed, so it cannot be sent as written; ask "
-                            "for it again with the real values if it is still needed.",
-                        )
-                    )
-                elif decision.outcome is not None:
-                    state.messages.append(Message.tool_result(pending.call.id, decision.outcome))
-                else:
-                    await self._dispatch(state, pending, checkpoint.pending[index:])
-            await self._checkpoint(state, Boundary.AFTER_TOOL_RESULT)
-        elif _finished(state.messages):
-            return self._result(state, RunStatus.COMPLETED)
-        return await self._loop(state)
-
-    # -- the loop -----------------------------------------------------------------------------
-
-    async def _traced(
-        self, state: _Run, deadline: float | None, work: Awaitable[RunResult]
-    ) -> RunResult:
-        """``_drive`` inside the run's span, which ends saying how the run stopped."""
+        """``work`` until the run stops, inside the run's span, which ends saying how."""
+        assert self.spans is not None  # set in __post_init__
         with run_span(
             self.spans,
             agent=state.agent.name,
@@ -379,326 +304,37 @@ class AgentRunner:
             fence=state.fence,
             resumed=state.resumed,
         ) as span:
-            result = await self._drive(state, deadline, work)
+            result = await self._stopped(state, deadline, work)
             span.set_attribute(STATUS, result.status.value)
             record_usage(span, result.usage)
             return result
 
-    async def _drive(
-        self, state: _Run, deadline: float | None, work: Awaitable[RunResult]
+    async def _stopped(
+        self, state: RunState, deadline: float | None, work: Awaitable[RunResult]
     ) -> RunResult:
         try:
             async with asyncio.timeout(deadline):
                 result = await work
-        except _Interrupted:
-            result = self._result(state, RunStatus.INTERRUPTED)
-        except _Paused as paused:
-            result = self._result(state, RunStatus.AWAITING_APPROVAL, approval=paused.approval)
+        except Interrupted:
+            result = state.result(RunStatus.INTERRUPTED, self.checkpoints.last_error)
+        except Paused as paused:
+            result = state.result(
+                RunStatus.AWAITING_APPROVAL, self.checkpoints.last_error, approval=paused.approval
+            )
         except TimeoutError:
-            result = self._result(state, RunStatus.DEADLINE_EXCEEDED)
+            result = state.result(RunStatus.DEADLINE_EXCEEDED, self.checkpoints.last_error)
         except BudgetExceededError:
-            result = self._result(state, RunStatus.BUDGET_EXCEEDED)
+            result = state.result(RunStatus.BUDGET_EXCEEDED, self.checkpoints.last_error)
         if self.on_result is not None:
             await self.on_result(result)
         return result
 
-    async def _loop(self, state: _Run) -> RunResult:
-        tools = [each.schema() for each in state.agent.tools]
-        while True:
-            if state.iteration >= state.agent.max_iterations:
-                return self._result(state, RunStatus.MAX_ITERATIONS)
-            _refuse_over_budget(state, at_most=True)
-            state.ensure_held()
-            with model_span(
-                self.spans,
-                model=state.agent.model,
-                run_id=state.run_id,
-                tenant=state.tenant,
-                fence=state.fence,
-                iteration=state.iteration + 1,
-            ) as span:
-                reply = await self.provider.complete(
-                    model=state.agent.model, messages=tuple(state.messages), tools=tools
-                )
-                record_usage(span, reply.usage)
-            state.iteration += 1
-            state.journal.append(f"model {state.iteration}")
-            await self._charge(state, reply.usage)
-            assistant = Message(
-                role="assistant",
-                parts=(TextPart(text=reply.text),) if reply.text else (),
-                tool_calls=reply.tool_calls,
-            )
-            self._append(state, assistant)
-            if not reply.tool_calls:
-                await self._checkpoint(state, Boundary.AFTER_MODEL_CALL)
-                return self._result(state, RunStatus.COMPLETED)
-            pending = tuple(self._pending(state.agent, call) for call in reply.tool_calls)
-            await self._checkpoint(state, Boundary.AFTER_MODEL_CALL, pending=pending)
-            # Over budget, the reply is paid for and kept: a resume with more budget dispatches
-            # what it asked for instead of paying for the same answer again.
-            _refuse_over_budget(state)
-            for index, call in enumerate(pending):
-                await self._dispatch(state, call, pending[index:])
-            written = await self._checkpoint(state, Boundary.AFTER_TOOL_RESULT)
-            # Only from this turn's own frontier: if it was not written, the latest one still
-            # has this turn's calls outstanding and would carry them across without results.
-            if written and self._continuation_due(state):
-                latest = await self.checkpoints.latest(state.tenant, state.run_id)
-                if latest is not None and latest.history_handle is not None:
-                    carry = continued(latest, tenant=state.tenant, agent_name=state.agent.name)
-                    return self._result(state, RunStatus.CONTINUED, continuation=carry)
-
-    def _continuation_due(self, state: _Run) -> bool:
-        return (
-            self.continuation is not None
-            and self.checkpoints.history is not None
-            and self.continuation.due(state.journal, history_bytes=state.history_bytes)
-        )
-
-    async def _charge(self, state: _Run, usage: Usage) -> None:
-        state.usage = state.usage + usage
-        cost = self.prices.cost(state.agent.model, usage)
-        if self.ledger is None:
-            state.cost_micros += cost
-        else:
-            state.cost_micros = await self.ledger.charge(
-                state.tenant,
-                state.run_id,
-                f"model:{state.execution}:{state.iteration}",
-                cost,
-                budget=None,
-                fence=state.fence,
-            )
-
-    def _append(self, state: _Run, message: Message) -> None:
-        state.messages.append(message)
-        if self.continuation is not None:  # only a continuation policy reads the size
-            state.history_bytes += len(message.model_dump_json())
-
-    @staticmethod
-    def _pending(agent: AgentDefinition, call: ToolCall) -> PendingCall:
-        tool = agent.tool(call.name)
-        if tool is None:
-            return PendingCall(call=call, safe_to_repeat=True)
-        key = (
-            derive_key(tool.name, call.arguments, tool.key_arguments)
-            if tool.key_arguments
-            else None
-        )
-        return PendingCall(
-            call=call,
-            idempotency_key=key,
-            safe_to_repeat=tool.safe_to_repeat,
-            requires_approval=tool.requires_approval,
-        )
-
-    # -- dispatch -----------------------------------------------------------------------------
-
-    async def _dispatch(
-        self, state: _Run, pending: PendingCall, remaining: tuple[PendingCall, ...]
-    ) -> None:
-        """Run one call (claim, invoke, record) and append its result to the conversation."""
-        call = pending.call
-        tool = state.agent.tool(call.name)
-        if tool is None:
-            self._append(
-                state, Message.tool_result(call.id, f"error: there is no tool named {call.name!r}")
-            )
-            return
-        try:
-            tool.validate(call.arguments)
-        except ToolArgumentsError as error:
-            self._append(state, Message.tool_result(call.id, f"error: {error}"))
-            return
-        if tool.requires_approval and not await self._approved(state, pending, remaining):
-            return
-        state.ensure_held()
-        with tool_span(
-            self.spans,
-            tool=tool.name,
-            call_id=call.id,
-            disposition=tool.disposition.value,
-            keyed=pending.idempotency_key is not None,
-            run_id=state.run_id,
-            tenant=state.tenant,
-            fence=state.fence,
-        ):
-            outcome = await self._invoke(state, tool, pending)
-        state.journal.append(f"tool {call.id}")
-        self._append(state, Message.tool_result(call.id, outcome))
-
-    async def _approved(
-        self, state: _Run, pending: PendingCall, remaining: tuple[PendingCall, ...]
-    ) -> bool:
-        request_id = approval_request_id(state.tenant, state.run_id, pending.call.id)
-        decision = await decision_for(self.idempotency, state.tenant, state.run_id, request_id)
-        if decision is None:
-            approval = PendingApproval(
-                request_id=request_id, call_id=pending.call.id, tool=pending.call.name
-            )
-            await self._checkpoint(
-                state, Boundary.BEFORE_APPROVAL, pending=remaining, approval=approval
-            )
-            raise _Paused(approval)
-        if not decision.approved:
-            state.denied.append(request_id)
-            reason = f": {decision.reason}" if decision.reason else ""
-            self._append(
-                state,
-                Message.tool_result(
-                    pending.call.id, f"error: {decision.by} denied this call{reason}"
-                ),
-            )
-        return decision.approved
-
-    async def _invoke(self, state: _Run, tool: Tool, pending: PendingCall) -> str:
-        handed = (
-            None
-            if pending.idempotency_key is None
-            else remote_key(state.tenant, state.run_id, pending.idempotency_key)
-        )
-        if pending.safe_to_repeat:
-            return await self._call(tool, pending, key=handed)
-        key = tracking_key(pending)
-        claim = await self.idempotency.begin(
-            state.tenant, state.run_id, key, holder=state.holder, fence=state.fence
-        )
-        if not claim.won:
-            if claim.record.state is ClaimState.COMPLETED and claim.record.outcome is not None:
-                return claim.record.outcome
-            raise IndeterminateToolCallError(state.run_id, [(pending.call.id, tool.name)])
-        try:
-            outcome = await self._call(tool, pending, key=handed)
-        except BaseException as exc:
-            logger.error(
-                "tool %s (call %s) of run %s failed; nobody knows whether it acted",
-                tool.name,
-                pending.call.id,
-                state.run_id,
-            )
-            if isinstance(exc, Exception):
-                raise IndeterminateToolCallError(
-                    state.run_id, [(pending.call.id, tool.name)]
-                ) from exc
-            raise
-        try:
-            await self.idempotency.record(
-                state.tenant, state.run_id, key, outcome, holder=state.holder, fence=state.fence
-            )
-        except BaseException:
-            # The call stays in flight, so a resume refuses it and a person must answer; say
-            # what it returned (masked like a frontier, and cut short), so that they can.
-            redactor = self.checkpoints.redactor
-            shown = outcome if redactor is None else redactor.mask(outcome)
-            logger.error(
-                "tool %s (call %s) of run %s returned, but its outcome could not be recorded: %s",
-                tool.name,
-                pending.call.id,
-                state.run_id,
-                shown[:2000],
-            )
-            raise
-        return outcome
-
-    @staticmethod
-    async def _call(tool: Tool, pending: PendingCall, *, key: str | None) -> str:
-        try:
-            return await tool.invoke(pending.call.arguments, key=key)
-        except ToolError as error:
-            return f"error: {error}"
-
-    # -- checkpoints and results --------------------------------------------------------------
-
-    async def _checkpoint(
-        self,
-        state: _Run,
-        boundary: Boundary,
-        *,
-        pending: tuple[PendingCall, ...] = (),
-        approval: PendingApproval | None = None,
-    ) -> bool:
-        """Write the frontier (as the policy says); whether it was written."""
-        metadata: dict[str, JsonValue] = {}
-        if state.budget_micros is not None:
-            metadata["budget_micros"] = state.budget_micros
-        checkpoint = Checkpoint(
-            run_id=state.run_id,
-            tenant=state.tenant,
-            agent_name=state.agent.name,
-            agent_revision=state.agent.revision,
-            boundary=boundary,
-            fence=state.fence,
-            messages=tuple(state.messages),
-            pending=pending,
-            usage=state.usage,
-            cost_micros=state.cost_micros,
-            iteration=state.iteration,
-            approval=approval,
-            grant=state.grant,
-            scopes=state.scopes,
-            user=state.user,
-            metadata=metadata,
-        )
-        receipt = await self.checkpoints.write(checkpoint)
-        checkpoint_event(boundary, written=receipt is not None, fence=state.fence)
-        if self.on_boundary is not None:
-            await self.on_boundary(checkpoint, receipt, self.checkpoints.last_error)
-        if receipt is None and checkpoint.holds_intent and self.checkpoints.last_error:
-            # The one refused write that stops the run: without this frontier a resume could
-            # not know these calls may have been made, and would make them again. Stopping
-            # here costs a model call on resume; the calls themselves were not made.
-            logger.warning(
-                "run %s: the frontier naming calls %s could not be written; stopping before "
-                "making them",
-                state.run_id,
-                ", ".join(p.call.id for p in pending if not p.safe_to_repeat),
-            )
-            raise self.checkpoints.last_error
-        return receipt is not None
-
-    def _result(self, state: _Run, status: RunStatus, **extra: Any) -> RunResult:
-        # Only a finished run has an answer; a reply kept mid-turn is not one.
-        output = state.messages[-1].text if status is RunStatus.COMPLETED else ""
-        return RunResult(
-            run_id=state.run_id,
-            tenant=state.tenant,
-            status=status,
-            output=output,
-            iteration=state.iteration,
-            usage=state.usage,
-            cost_micros=state.cost_micros,
-            fence=state.fence,
-            messages=tuple(state.messages),
-            denied=tuple(state.denied),
-            resumed=state.resumed,
-            checkpoint_error=self.checkpoints.last_error,
-            **extra,
-        )
-
     @contextlib.asynccontextmanager
-    async def _held(self, tenant: str, run_id: str) -> AsyncIterator[Leaseholder | None]:
-        if self.leases is None:
-            yield None
-            return
+    async def _held(self, tenant: str, run_id: str) -> AsyncIterator[Leaseholder]:
         lease = await Leaseholder.acquire(
-            self.leases, tenant, run_id, self.holder, self.lease_policy
+            self.leases, tenant, run_id, self.holder, self.lease_policy, clock=self.clock
         )
         async with lease:
             if self.on_lease is not None:  # inside, so the lease goes back if it raises
                 await self.on_lease(lease.lease, False)
             yield lease
-
-
-def _refuse_over_budget(state: _Run, *, at_most: bool = False) -> None:
-    """Stop a run that spent past its budget (or, before a model call, all of it)."""
-    budget = state.budget_micros
-    if budget is not None and (
-        state.cost_micros >= budget if at_most else state.cost_micros > budget
-    ):
-        raise BudgetExceededError(state.run_id, state.cost_micros, 0, budget)
-
-
-def _finished(messages: Sequence[Message]) -> bool:
-    last = messages[-1] if messages else None
-    return last is not None and last.role == "assistant" and not last.tool_calls

@@ -12,11 +12,15 @@ from agentrun.messages import Usage
 
 
 class ModelPrice(SpecModel):
+    """What a model charges, in micros per million input and output tokens."""
+
     input_micros_per_million: int = Field(ge=0)
     output_micros_per_million: int = Field(ge=0)
 
 
 class PriceTable(FrozenModel):
+    """Prices by model name; what a run's spend is computed from."""
+
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
     def cost(self, model: str, usage: Usage) -> int:

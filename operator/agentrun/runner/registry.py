@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
 from agentrun.errors import ConfigurationError
+from agentrun.outcomes import Outcome
 from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.pricing import DEFAULT_PRICES, PriceTable
 from agentrun.runner.providers.base import Provider
@@ -25,6 +26,8 @@ GROUP = "agentrun.agents"
 
 @dataclass(frozen=True)
 class RegisteredAgent:
+    """An agent as an image registers it: its definition, the provider it talks to, its prices."""
+
     definition: AgentDefinition
     provider: Callable[[], Provider]
     prices: PriceTable = DEFAULT_PRICES
@@ -62,12 +65,22 @@ def registered_agents() -> dict[str, RegisteredAgent]:
     return agents
 
 
+class AgentNotRegisteredError(ConfigurationError):
+    """No agent of that name is registered in this installation."""
+
+    outcome = Outcome.AGENT_NOT_REGISTERED
+
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        self.name = name
+        listed = ", ".join(sorted(known)) or "none"
+        super().__init__(
+            f"no agent named {name!r} is registered (known: {listed}); register it under the "
+            f"{GROUP!r} entry-point group of a package installed in this image"
+        )
+
+
 def load_agent(name: str) -> RegisteredAgent:
     agents = registered_agents()
     if name not in agents:
-        known = ", ".join(sorted(agents)) or "none"
-        raise ConfigurationError(
-            f"no agent named {name!r} is registered (known: {known}); register it under the "
-            f"{GROUP!r} entry-point group of a package installed in this image"
-        )
+        raise AgentNotRegisteredError(name, agents)
     return agents[name]

@@ -8,20 +8,25 @@ from enum import StrEnum
 from agentrun.continuation import Continuation
 from agentrun.frontier import PendingApproval
 from agentrun.messages import Message, Usage
+from agentrun.outcomes import Outcome
 
 
 class RunStatus(StrEnum):
-    COMPLETED = "completed"
-    AWAITING_APPROVAL = "awaiting_approval"
-    BUDGET_EXCEEDED = "budget_exceeded"
-    DEADLINE_EXCEEDED = "deadline_exceeded"
-    MAX_ITERATIONS = "max_iterations"
-    CONTINUED = "continued"
-    INTERRUPTED = "interrupted"
+    """Where the loop stopped a run; each value is an ``Outcome``'s (see ``RunResult.outcome``)."""
+
+    COMPLETED = Outcome.COMPLETED.value
+    AWAITING_APPROVAL = Outcome.AWAITING_APPROVAL.value
+    BUDGET_EXCEEDED = Outcome.BUDGET_EXCEEDED.value
+    DEADLINE_EXCEEDED = Outcome.DEADLINE_EXCEEDED.value
+    MAX_ITERATIONS = Outcome.MAX_ITERATIONS.value
+    CONTINUED = Outcome.CONTINUED.value
+    INTERRUPTED = Outcome.INTERRUPTED.value
 
 
 @dataclass(frozen=True)
 class RunResult:
+    """How a run stopped and where it got to: status, output, spend, fence and transcript."""
+
     run_id: str
     tenant: str
     status: RunStatus
@@ -36,3 +41,11 @@ class RunResult:
     resumed: bool = False
     checkpoint_error: Exception | None = None
     continuation: Continuation | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the run ended, in the vocabulary the CLI and the operator report: a completed
+        run in which a person denied a call is ``DENIED``."""
+        if self.status is RunStatus.COMPLETED and self.denied:
+            return Outcome.DENIED
+        return Outcome[self.status.name]

@@ -25,6 +25,7 @@ from pydantic import Field
 
 from agentrun._base import SpecModel
 from agentrun.errors import AgentRunError
+from agentrun.outcomes import Outcome
 from agentrun.redaction import MASK
 
 
@@ -67,7 +68,7 @@ class SecretUnavailableError(AgentRunError):
     """A referenced secret could not be read; nothing was sent that needed it. Retryable: a
     secret is often created after what refers to it."""
 
-    retryable = True
+    outcome = Outcome.SECRET_UNAVAILABLE
 
     def __init__(self, ref: SecretKeyRef, why: str) -> None:
         self.ref = ref

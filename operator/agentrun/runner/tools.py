@@ -29,6 +29,7 @@ from typing import Any, Protocol, get_type_hints
 from pydantic import ConfigDict, JsonValue, ValidationError, create_model
 
 from agentrun.errors import AgentRunError, ConfigurationError
+from agentrun.outcomes import Outcome
 
 ToolFunction = Callable[..., Awaitable[Any]]
 KEY_PARAMETER = "idempotency_key"
@@ -56,7 +57,7 @@ class ToolTransportError(AgentRunError):
     is simply made again on resume (so this is retryable); for any other the loop reports the
     call indeterminate."""
 
-    retryable = True
+    outcome = Outcome.TOOL_UNREACHABLE
 
 
 class ToolArgumentsError(AgentRunError):
@@ -135,6 +136,9 @@ class SignatureArguments:
 
 @dataclass(frozen=True)
 class Tool:
+    """An async function the model may call, with what the kit needs to never repeat its effect:
+    its key arguments, whether it is safe to repeat, whether it needs a person's approval."""
+
     name: str
     fn: ToolFunction = field(repr=False)
     description: str = ""

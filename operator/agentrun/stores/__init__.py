@@ -1,4 +1,48 @@
 """Store adapters: memory (tests), SQLite (embedded default), Redis and PostgreSQL.
 
-Each backend module imports its driver lazily, so ``import agentrun`` works with none installed.
+``open_backend`` picks the adapter by the URL's scheme and imports it only then, so a kit that
+never talks to Redis never needs ``redis`` installed; one that does, without it, is told which
+extra to install. The adapters know nothing of one another: each returns a ``StoreSet``, which
+satisfies the ``Backend`` protocol of the contracts.
 """
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from agentrun.backend import Backend
+from agentrun.errors import ConfigurationError
+
+
+async def open_backend(url: str, *, create: bool = True) -> Backend:
+    """Open the stores ``url`` names: ``memory://``, ``sqlite:///path/state.db``,
+    ``redis://host:port/db``, ``postgresql://user@host:port/db``.
+
+    ``create=False`` is for commands that only read or answer for existing runs: an embedded
+    store (SQLite) that does not exist is refused rather than created, so a typo in the URL is
+    an error, not an empty store that says "nothing checkpointed". Servers are never created.
+
+    Raises ``ImportError`` naming the extra to install (``pip install 'agentrun[redis]'``) when
+    the scheme's driver is missing.
+    """
+    scheme = urlsplit(url).scheme
+    if scheme == "memory":
+        from agentrun.stores.memory import MemoryBackend
+
+        return MemoryBackend(url=url)
+    if scheme == "sqlite":
+        from agentrun.stores import sqlite
+
+        return await sqlite.open_backend(url, create=create)
+    if scheme in ("redis", "rediss"):
+        from agentrun.stores import redis
+
+        return await redis.open_backend(url)
+    if scheme in ("postgresql", "postgres"):
+        from agentrun.stores import postgres
+
+        return await postgres.open_backend(url)
+    raise ConfigurationError(
+        f"store URL {url!r} has scheme {scheme!r}; use one of "
+        "sqlite:///path/state.db, redis://host:port/0, postgresql://user@host:port/db, memory://"
+    )

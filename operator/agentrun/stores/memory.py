@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from agentrun.backend import StoreSet
 from agentrun.errors import BudgetExceededError, RunLeaseError, StaleFenceError
 from agentrun.history import handle_for, verified
 from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
 from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
 
 Run = tuple[str, str]
-Clock = Callable[[], float]
+Now = Callable[[], float]
+"""The store's clock: expiry is decided by it, never by a caller's."""
 
 
 class FenceBook:
@@ -41,6 +43,8 @@ class FenceBook:
 
 
 class MemoryCheckpointStore:
+    """The reference ``CheckpointStore``, in process."""
+
     def __init__(self, fences: FenceBook | None = None) -> None:
         self._fences = fences or FenceBook()
         self._payloads: dict[Run, bytes] = {}
@@ -64,7 +68,9 @@ class _Lease:
 
 
 class MemoryLeaseStore:
-    def __init__(self, fences: FenceBook | None = None, clock: Clock = time.monotonic) -> None:
+    """The reference ``LeaseStore``, in process, on an injectable clock."""
+
+    def __init__(self, fences: FenceBook | None = None, clock: Now = time.monotonic) -> None:
         self._fences = fences or FenceBook()
         self._clock = clock
         self._leases: dict[Run, _Lease] = {}
@@ -126,7 +132,9 @@ class _Record:
 
 
 class MemoryIdempotencyStore:
-    def __init__(self, fences: FenceBook | None = None, clock: Clock = time.monotonic) -> None:
+    """The reference ``IdempotencyStore``, in process, on an injectable clock."""
+
+    def __init__(self, fences: FenceBook | None = None, clock: Now = time.monotonic) -> None:
         self._fences = fences or FenceBook()
         self._clock = clock
         self._records: dict[tuple[str, str, str], _Record] = {}
@@ -241,6 +249,8 @@ class MemoryIdempotencyStore:
 
 
 class MemoryHistoryStore:
+    """The reference ``HistoryStore``, in process."""
+
     def __init__(self, fences: FenceBook | None = None) -> None:
         self._fences = fences or FenceBook()
         self._segments: dict[Run, dict[str, bytes]] = {}
@@ -259,6 +269,8 @@ class MemoryHistoryStore:
 
 
 class MemoryLedger:
+    """The reference ``Ledger``, in process."""
+
     def __init__(self, fences: FenceBook | None = None) -> None:
         self._fences = fences or FenceBook()
         self._charges: dict[Run, dict[str, int]] = {}
@@ -290,16 +302,23 @@ class MemoryLedger:
         self._charges.pop((tenant, run_id), None)
 
 
-@dataclass
-class MemoryBackend:
-    """Every memory store of one process, sharing one fence book and one clock."""
+class MemoryBackend(StoreSet):
+    """Every memory store of one process, sharing one fence book and one clock: a ``Backend``
+    that tests (and ``open_backend("memory://")``) use where a real one would need a server."""
 
-    clock: Clock = time.monotonic
-    fences: FenceBook = field(default_factory=FenceBook)
+    checkpoints: MemoryCheckpointStore
+    leases: MemoryLeaseStore
+    idempotency: MemoryIdempotencyStore
+    history: MemoryHistoryStore
+    ledger: MemoryLedger
 
-    def __post_init__(self) -> None:
-        self.checkpoints = MemoryCheckpointStore(self.fences)
-        self.leases = MemoryLeaseStore(self.fences, self.clock)
-        self.idempotency = MemoryIdempotencyStore(self.fences, self.clock)
-        self.history = MemoryHistoryStore(self.fences)
-        self.ledger = MemoryLedger(self.fences)
+    def __init__(self, clock: Now = time.monotonic, *, url: str = "memory://") -> None:
+        fences = FenceBook()
+        super().__init__(
+            checkpoints=MemoryCheckpointStore(fences),
+            leases=MemoryLeaseStore(fences, clock),
+            idempotency=MemoryIdempotencyStore(fences, clock),
+            history=MemoryHistoryStore(fences),
+            ledger=MemoryLedger(fences),
+            url=url,
+        )

@@ -1,8 +1,9 @@
 """Conformance suites a store author subclasses to prove a store keeps the kit's guarantees.
 
-Each suite is a pytest base class. A subclass (named ``Test...``) provides a ``store`` fixture
-yielding the store under test and, where its clock can be moved, overrides ``pass_time``; by
-default time passes for real, so the TTLs the suites use are short. Tests isolate themselves by
+Each suite is a pytest base class. A subclass (named ``Test...``) provides a ``backend`` fixture
+yielding a ``Backend`` (the suite tests the store it is about), or a ``store`` fixture yielding
+one store on its own; where its clock can be moved, it overrides ``pass_time``. By default time
+passes for real, so the TTLs the suites use are short. Tests isolate themselves by
 tenant, so one database may serve the whole suite. The suites need pytest and pytest-asyncio.
 
 Checkpoint payloads in the suites are JSON documents (what ``frontier.encode`` produces) and are

@@ -1,16 +1,30 @@
-"""What every conformance suite shares: a fresh tenant per test and a way to let time pass."""
+"""What every conformance suite shares: the store under test, a fresh tenant per test, and a way
+to let time pass."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import ClassVar
 
 import pytest
 
+from agentrun.backend import Backend
+
 
 class ConformanceBase:
+    """A suite's fixtures: ``store`` is the store of the ``backend`` fixture the suite is about
+    (``role``), unless a subclass provides ``store`` itself (a store tested on its own)."""
+
+    role: ClassVar[str]
+    """Which store of a ``Backend`` the suite tests: ``checkpoints``, ``leases``, ..."""
+
     ttl: float = 0.6
     """Lease and claim TTL used by the suites; short, because real servers make us wait it out."""
+
+    @pytest.fixture
+    def store(self, backend: Backend) -> object:
+        return getattr(backend, self.role)
 
     @pytest.fixture
     def tenant(self) -> str:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentrun.checkpointing import CheckpointStore
+from agentrun.backend import CheckpointStore
 from agentrun.errors import StaleFenceError
 from agentrun.testing._base import ConformanceBase
 from agentrun.testing.hostile import HOSTILE_IDS
@@ -22,6 +22,8 @@ def _same(stored: bytes | None, payload: bytes) -> bool:
 
 
 class CheckpointStoreConformance(ConformanceBase):
+    role = "checkpoints"
+
     async def test_nothing_before_the_first_write(
         self, store: CheckpointStore, tenant: str
     ) -> None:

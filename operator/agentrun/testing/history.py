@@ -13,6 +13,8 @@ from agentrun.testing.hostile import HOSTILE_IDS
 
 
 class HistoryStoreConformance(ConformanceBase):
+    role = "history"
+
     async def test_a_handle_is_the_digest_of_its_segment(
         self, store: HistoryStore, tenant: str
     ) -> None:

@@ -14,6 +14,8 @@ from agentrun.testing.hostile import HOSTILE_IDS
 
 
 class IdempotencyStoreConformance(ConformanceBase):
+    role = "idempotency"
+
     async def test_first_claim_wins_and_reads_in_flight(
         self, store: IdempotencyStore, tenant: str
     ) -> None:

@@ -14,6 +14,8 @@ from agentrun.testing.hostile import HOSTILE_IDS
 
 
 class LeaseStoreConformance(ConformanceBase):
+    role = "leases"
+
     async def test_acquire_gives_a_fenced_lease(self, store: LeaseStore, tenant: str) -> None:
         lease = await store.acquire(tenant, "run", "w1", ttl=self.ttl)
         assert (lease.tenant, lease.run_id, lease.holder) == (tenant, "run", "w1")

@@ -11,6 +11,8 @@ from agentrun.testing._base import ConformanceBase
 
 
 class LedgerConformance(ConformanceBase):
+    role = "ledger"
+
     async def test_charges_add_up_once_each(self, store: Ledger, tenant: str) -> None:
         assert await store.spent(tenant, "run") == 0
         assert await store.charge(tenant, "run", "c1", 100, budget=None, fence=1) == 100

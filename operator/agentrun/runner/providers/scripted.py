@@ -19,6 +19,8 @@ from agentrun.runner.providers.base import ModelReply
 
 
 class ScriptedProvider:
+    """A ``Provider`` that plays back a fixed list of replies: the demo's model, and the tests'."""
+
     def __init__(self, script: Sequence[ModelReply | Mapping[str, JsonValue]]) -> None:
         if not script:
             raise ConfigurationError("a scripted provider needs at least one reply in its script")

@@ -117,7 +117,9 @@ class KeyedEndpoint:
             raise self.unreadable(error) from error
 
     def unreadable(self, error: Exception) -> ProviderError:
-        return ProviderError(self.endpoint, f"sent a reply this provider cannot read: {error}")
+        return ProviderError(
+            self.endpoint, f"sent a reply this provider cannot read: {error}", unreadable=True
+        )
 
 
 class SdkClient(Protocol):

@@ -13,7 +13,7 @@ statement (the ledger: the same transaction) as the write itself.
 
 from __future__ import annotations
 
-from agentrun.stores.backend import Backend
+from agentrun.backend import StoreSet
 from agentrun.stores.postgres._shared import (
     PostgresRefusedError,
     PostgresTables,
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 
-async def open_backend(url: str, *, tables: PostgresTables | None = None) -> Backend:
+async def open_backend(url: str, *, tables: PostgresTables | None = None) -> StoreSet:
     """The five stores on a new pool for ``url``, after ``verify`` accepted the schema."""
     pool = await create_pool(url)
     try:
@@ -56,7 +56,7 @@ async def open_backend(url: str, *, tables: PostgresTables | None = None) -> Bac
     except BaseException:
         await pool.close()
         raise
-    return Backend(
+    return StoreSet(
         checkpoints=PostgresCheckpointStore(pool, tables=tables),
         leases=PostgresLeaseStore(pool, tables=tables),
         idempotency=PostgresIdempotencyStore(pool, tables=tables),

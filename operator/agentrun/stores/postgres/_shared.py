@@ -28,12 +28,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
+from agentrun.stores.drivers import driver
+
+with driver("asyncpg", extra="postgres"):
+    import asyncpg
 
 from agentrun.errors import (
-    AgentRunError,
     ConfigurationError,
     StaleFenceError,
+    StoreRefusedError,
     StoreUnavailableError,
 )
 
@@ -54,17 +57,9 @@ _DRIVER_ERRORS = (
 )
 
 
-class PostgresRefusedError(AgentRunError):
-    """PostgreSQL refused the data itself; sending the same call again would be refused again."""
-
-    def __init__(self, store: str, operation: str, cause: BaseException) -> None:
-        self.store = store
-        self.operation = operation
-        super().__init__(
-            f"{store} could not {operation}: PostgreSQL refused the data "
-            f"({cause.__class__.__name__}: {cause}). Nothing was written; the same call will be "
-            "refused again."
-        )
+class PostgresRefusedError(StoreRefusedError):
+    """PostgreSQL refused the data itself (a NUL in a JSON string, an id past the index's row
+    size); sending the same call again would be refused again."""
 
 
 @dataclass(frozen=True)

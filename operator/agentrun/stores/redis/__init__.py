@@ -42,13 +42,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from agentrun.stores.drivers import driver
 
+with driver("redis", extra="redis"):
+    from redis.asyncio import BlockingConnectionPool, Redis
+    from redis.asyncio.cluster import RedisCluster
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+from agentrun.backend import StoreSet
 from agentrun.errors import ConfigurationError, StoreUnavailableError
-from agentrun.stores.backend import Backend
 from agentrun.stores.redis._shared import (
     DEFAULT_PREFIX,
     DRIVER_ERRORS,
@@ -90,9 +93,9 @@ def backend_on(
     prefix: str = DEFAULT_PREFIX,
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     url: str = "redis://",
-) -> Backend:
+) -> StoreSet:
     """The five stores on ``client``; closing the backend closes the client."""
-    return Backend(
+    return StoreSet(
         checkpoints=RedisCheckpointStore(client, prefix=prefix, max_value_bytes=max_value_bytes),
         leases=RedisLeaseStore(client, prefix=prefix),
         idempotency=RedisIdempotencyStore(client, prefix=prefix),
@@ -118,7 +121,7 @@ def _size(url: str, value: str) -> int:
         ) from None
 
 
-async def open_backend(url: str) -> Backend:
+async def open_backend(url: str) -> StoreSet:
     """Open the five Redis stores ``url`` names (the forms are in this module's docstring).
 
     The server is asked for its ``maxmemory-policy`` first, and one that may evict keys is

@@ -44,6 +44,7 @@ from agentrun.errors import (
     StoreUnavailableError,
 )
 from agentrun.leases import require_positive_ttl
+from agentrun.outcomes import Outcome
 
 DEFAULT_PREFIX = "agentrun"
 UNREADABLE = "AGENTRUN-UNREADABLE"
@@ -58,6 +59,8 @@ T = TypeVar("T")
 
 class UnreadableRecordError(AgentRunError):
     """A record stored for a run cannot be parsed; it was left as it is."""
+
+    outcome = Outcome.REFUSED
 
     def __init__(self, run_id: str, tenant: str, detail: str) -> None:
         self.run_id = run_id

@@ -10,7 +10,7 @@ timeout, ``synchronous=FULL``, the database's clock) is explained in ``_database
 
 from __future__ import annotations
 
-from agentrun.stores.backend import Backend
+from agentrun.backend import StoreSet
 from agentrun.stores.sqlite._database import Database, parse_url
 from agentrun.stores.sqlite.checkpoints import SqliteCheckpointStore
 from agentrun.stores.sqlite.history import SqliteHistoryStore
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 
-async def open_backend(url: str, *, create: bool = True) -> Backend:
+async def open_backend(url: str, *, create: bool = True) -> StoreSet:
     """The five SQLite stores over the file ``url`` names (``sqlite:///relative/path.db`` or
     ``sqlite:////absolute/path.db``, optionally ``?busy_timeout=MS``); with ``create=False`` a
     file that does not exist is refused instead of made (and its folder with it)."""
@@ -41,7 +41,7 @@ async def open_backend(url: str, *, create: bool = True) -> Backend:
     except BaseException:
         await database.close()
         raise
-    return Backend(
+    return StoreSet(
         checkpoints=SqliteCheckpointStore(database),
         leases=SqliteLeaseStore(database),
         idempotency=SqliteIdempotencyStore(database),

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrun.frontier import Boundary, Checkpoint, PendingCall
+from agentrun.frontier import Boundary, Checkpoint, PendingApproval, PendingCall
 from agentrun.messages import Message, ToolCall
 
 RUN = "run-1"
 TENANT = "acme"
+APPROVAL = PendingApproval(request_id="req-9", call_id="c1", tool="book_flight")
+"""The approval a ``before_approval`` frontier of these tests waits on."""
 
 
 def frontier(**fields: Any) -> Checkpoint:

@@ -1,5 +1,9 @@
 """What people decide for a run: approvals, and answers for calls nobody else can decide.
 
+The CLI (``agentrun approve``, ``agentrun resolve``) and the operator (``spec.approvals``,
+``spec.resolutions``) both record people's decisions through these functions, and the runner
+reads them back (``decision_for``); so they are the kit's, not any one front end's.
+
 Both are recorded through the idempotency store's ``settle`` — a person's word is not fenced,
 since a person outranks every worker — so they need no store of their own and survive whatever
 the workers do. An approval lives under a key derived from its request id; an answer for an
@@ -21,6 +25,8 @@ APPROVAL_PREFIX = "approval:v1:"
 
 
 class ApprovalDecision(FrozenModel):
+    """A person's answer to an approval request: approved or not, by whom, and why."""
+
     approved: bool
     by: str
     reason: str = ""
@@ -42,6 +48,8 @@ async def decide(
     by: str,
     reason: str = "",
 ) -> None:
+    """Record ``by``'s decision on approval ``request_id``; the run acts on it when it carries
+    on. A later decision replaces it; the run acts on the one it finds when it reaches the call."""
     decision = ApprovalDecision(approved=approved, by=by, reason=reason)
     await idempotency.settle(
         tenant, run_id, APPROVAL_PREFIX + request_id, decision.model_dump_json(), by=by
@@ -80,7 +88,10 @@ async def resolve(
             f"(outstanding: {outstanding}); check the id with `agentrun inspect`"
         )
     if ran and result is None:
-        raise ConfigurationError("--ran needs --result: the result the call had")
+        raise ConfigurationError(
+            f"an answer that call {call_id!r} ran needs its result: pass result= (what the call "
+            "returned), or ran=False if it did not run"
+        )
     key = tracking_key(pending)
     record = await idempotency.read(checkpoint.tenant, checkpoint.run_id, key)
     if record is None or record.state is not ClaimState.IN_FLIGHT:

@@ -1,0 +1,90 @@
+"""The stores of a run, as the one thing a worker opens, hands around and closes: ``Backend``.
+
+``Backend`` is a protocol, and it lives with the store contracts rather than with the adapters,
+so that whatever takes a backend (the runner, the CLI, the operator) names no adapter: the memory
+backend satisfies it as it is, and each adapter's ``open_backend`` returns a ``StoreSet``. That
+keeps the adapters from importing one another through a shared concrete class.
+
+``CheckpointStore`` is here too: it is the one store contract without a module of its own, since
+what it stores is ``frontier``'s and how a frontier is written is ``checkpointing``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol, Self
+
+from agentrun.history import HistoryStore
+from agentrun.idempotency import IdempotencyStore
+from agentrun.leases import LeaseStore
+from agentrun.ledger import Ledger
+
+
+class CheckpointStore(Protocol):
+    """One frontier per run; last write wins within a fence; a lower fence is refused."""
+
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None: ...
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None: ...
+
+    async def forget(self, tenant: str, run_id: str) -> None: ...
+
+
+class Backend(Protocol):
+    """The five stores of a run, opened together from one URL and closed together.
+
+    They share one fence per run, so a lease acquisition raises the bar for every later write to
+    any of them. Use it as an async context manager, or call ``close``.
+    """
+
+    @property
+    def checkpoints(self) -> CheckpointStore: ...
+
+    @property
+    def leases(self) -> LeaseStore: ...
+
+    @property
+    def idempotency(self) -> IdempotencyStore: ...
+
+    @property
+    def history(self) -> HistoryStore: ...
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    @property
+    def url(self) -> str:
+        """Where the stores are, with no password in it (it goes into logs)."""
+
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *_: object) -> None: ...
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass
+class StoreSet:
+    """A ``Backend`` made of five stores and what closes them: what an adapter hands back."""
+
+    checkpoints: CheckpointStore
+    leases: LeaseStore
+    idempotency: IdempotencyStore
+    history: HistoryStore
+    ledger: Ledger
+    url: str
+    closer: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
+
+    async def close(self) -> None:
+        await self.closer()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()

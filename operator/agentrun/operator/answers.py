@@ -1,0 +1,66 @@
+"""People's answers in an AgentRun's spec, and when the store hears of them.
+
+``spec.approvals`` are recorded before each attempt: a decision waits for the run to reach its
+call, so recording it early dispatches nothing. ``spec.resolutions`` are recorded only under the
+run's lease, just before the resume plans (``Resumer.resume``'s ``before_planning``): an answer
+that a call did not run lets the resume dispatch it, which must never happen beside another
+replica dispatching the same call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentrun.decisions import decide, resolve
+from agentrun.frontier import Checkpoint
+from agentrun.idempotency import IdempotencyStore
+from agentrun.operator.resource import AgentRunSpec, Resolution
+
+
+def waiting_on_people(spec: AgentRunSpec, status: Mapping[str, Any]) -> bool:
+    """Whether the run waits on an approval or a resolution that ``spec`` does not give yet."""
+    pending = status.get("pendingApproval")
+    if pending is not None:
+        answered = {a.request_id for a in spec.approvals or ()}
+        if pending["requestId"] not in answered:
+            return True
+    undecided = {call["callId"] for call in status.get("indeterminateCalls") or ()}
+    answered = {r.call_id for r in spec.resolutions or ()}
+    return bool(undecided - answered)
+
+
+async def record_approvals(
+    idempotency: IdempotencyStore, tenant: str, run_id: str, spec: AgentRunSpec
+) -> None:
+    for approval in spec.approvals or ():
+        await decide(
+            idempotency,
+            tenant,
+            run_id,
+            approval.request_id,
+            approved=approval.decision == "approve",
+            by=approval.by,
+            reason=approval.reason or "",
+        )
+
+
+async def record_resolutions(
+    idempotency: IdempotencyStore, checkpoint: Checkpoint, spec: AgentRunSpec
+) -> list[Resolution]:
+    """Under the lease: a person's answer for each call of ``checkpoint`` that is still
+    undecidable; the answers recorded."""
+    answers = {r.call_id: r for r in spec.resolutions or ()}
+    recorded: list[Resolution] = []
+    for pending in checkpoint.pending:
+        answer = answers.get(pending.call.id)
+        if answer is not None and await resolve(
+            idempotency,
+            checkpoint,
+            pending.call.id,
+            ran=answer.outcome == "ran",
+            result=answer.result,
+            by=answer.by,
+        ):
+            recorded.append(answer)
+    return recorded

@@ -1,0 +1,213 @@
+"""What one replica tells people about one run: its status, its events, its metrics, its log.
+
+Everything a run's ending says comes from its ``Outcome``: the conditions and reason written,
+the event posted, the label it is counted under. This module adds only what the outcome cannot
+know: the message (which call, which request, what the model said) and the status fields that go
+with it (the pending approval, the undecidable calls). The status is written through
+``StatusWriter``, fenced while this replica holds the run, and typed as ``AgentRunStatus``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from agentrun.checkpointing import WriteReceipt
+from agentrun.errors import CheckpointTooLargeError, IndeterminateToolCallError
+from agentrun.frontier import Checkpoint
+from agentrun.leases import RunLease
+from agentrun.operator import conditions as c
+from agentrun.operator.context import OperatorContext
+from agentrun.operator.events import CHECKPOINT_REFUSED, LEASE_TAKEN, RUN_RESUMED, notice
+from agentrun.operator.resource import (
+    AgentRunStatus,
+    CheckpointStatus,
+    IndeterminateCall,
+    PendingApproval,
+    Usage,
+)
+from agentrun.operator.status import NOTHING, StatusWriter, Superseded
+from agentrun.outcomes import Outcome
+from agentrun.runner.results import RunResult
+
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+
+class RunReporter:
+    """Writes one run's status, posts its events and keeps its metrics, for one replica."""
+
+    def __init__(self, context: OperatorContext, body: Mapping[str, Any], log: Logger) -> None:
+        meta = body["metadata"]
+        self.context = context
+        self.body = body
+        self.run_id: str = meta["uid"]
+        self.status = StatusWriter(context.api, meta["namespace"], meta["name"])
+        self.log = log
+        self.tenant: str | None = None
+        self._refused_checkpoint = False
+
+    def current(self) -> Mapping[str, Any]:
+        """The run's status as the watch last delivered it (it may lag a write of ours)."""
+        return self.body.get("status") or {}
+
+    def say(self, message: str, *args: object, level: int = logging.INFO) -> None:
+        fence = self.status.fence if self.status.fence is not None else "-"
+        self.log.log(
+            level,
+            "run=%s tenant=%s holder=%s fence=%s " + message,
+            self.run_id,
+            self.tenant or "-",
+            self.context.config.worker_id,
+            fence,
+            *args,
+        )
+
+    async def first_seen(self) -> None:
+        """The conditions a run shows before anything is decided about it."""
+        await self.status.write()
+        self.context.metrics.run_is(self.run_id, c.PENDING.reason)
+
+    async def show(self, outcome: Outcome, message: str, fields: AgentRunStatus = NOTHING) -> None:
+        """Write ``outcome``'s conditions with ``message`` (and ``fields``), post its event,
+        and count the run under its reason; an outcome with no conditions changes nothing."""
+        if not outcome.conditions:
+            return
+        await self.status.write(fields, [c.update(each, message) for each in outcome.conditions])
+        self.context.metrics.run_is(self.run_id, outcome.reason)
+        if outcome.event is not None:
+            notice(self.body, outcome.event.reason, message, warning=outcome.event.warning)
+
+    async def ended(self, outcome: Outcome, message: str, fields: AgentRunStatus = NOTHING) -> None:
+        """An attempt at the run ended with ``outcome``: count it, and show it."""
+        self.context.metrics.outcomes.labels(outcome=outcome.value).inc()
+        await self.show(outcome, message, fields)
+
+    # -- what the runner tells us while it holds the run --------------------------------------
+
+    async def took_lease(self, lease: RunLease, resumed: bool) -> None:
+        """Write this holder's fence into the status before anything else of the run."""
+        metrics = self.context.metrics
+        metrics.lease_acquisitions.inc()
+        taking = c.RESUMING if resumed else c.RUNNING
+        held = f"{lease.holder} holds the run with fence {lease.fence}"
+        await self.status.take_over(
+            lease.holder,
+            lease.fence,
+            resumed=resumed,
+            fields=AgentRunStatus(pending_approval=None, indeterminate_calls=[]),
+            conditions=(
+                c.update(taking, held),
+                c.update(c.NOT_WAITING, "no approval is pending"),
+                c.update(c.DECIDED, "no call is undecidable"),
+            ),
+        )
+        metrics.run_is(self.run_id, taking.reason)
+        self.say("took the lease (%s)", taking.reason.lower())
+        notice(self.body, LEASE_TAKEN, held)
+        if resumed:
+            metrics.resumes.inc()
+            notice(
+                self.body,
+                RUN_RESUMED,
+                f"{lease.holder} carries the run on from its checkpoint (fence {lease.fence})",
+            )
+
+    async def at_boundary(
+        self, checkpoint: Checkpoint, receipt: WriteReceipt | None, error: Exception | None
+    ) -> None:
+        """Progress, and whether the frontier was written; a status write that fails does not
+        stop the run (unless it says the run is another replica's now)."""
+        progress = AgentRunStatus(
+            iteration=checkpoint.iteration,
+            usage=Usage(
+                input_tokens=checkpoint.usage.input_tokens,
+                output_tokens=checkpoint.usage.output_tokens,
+                cost_micros=checkpoint.cost_micros,
+            ),
+        )
+        if receipt is not None:
+            fields, update = self._written(progress, receipt)
+        elif error is not None:
+            fields, update = self._refused(progress, error)
+        else:
+            return
+        try:
+            await self.status.write(fields, (update,))
+        except Superseded:
+            raise
+        except Exception as failure:  # the run matters more than its status line
+            self.say("could not write status: %s", failure, level=logging.WARNING)
+
+    def _written(
+        self, progress: AgentRunStatus, receipt: WriteReceipt
+    ) -> tuple[AgentRunStatus, c.ConditionUpdate]:
+        metrics = self.context.metrics
+        metrics.checkpoint_bytes.observe(receipt.size)
+        metrics.checkpoint_seconds.observe(receipt.seconds)
+        self._refused_checkpoint = False
+        written = CheckpointStatus(
+            boundary=receipt.boundary.value,
+            iteration=receipt.iteration,
+            bytes=receipt.size,
+            written_at=receipt.written_at,
+        )
+        return progress.model_copy(update={"checkpoint": written}), c.update(
+            c.WRITTEN,
+            f"{receipt.boundary.value} at iteration {receipt.iteration}, {receipt.size} bytes",
+        )
+
+    def _refused(
+        self, progress: AgentRunStatus, error: Exception
+    ) -> tuple[AgentRunStatus, c.ConditionUpdate]:
+        why = c.TOO_LARGE if isinstance(error, CheckpointTooLargeError) else c.STORE_UNAVAILABLE
+        self.context.metrics.checkpoint_refusals.labels(reason=why.reason).inc()
+        if not self._refused_checkpoint:
+            notice(self.body, CHECKPOINT_REFUSED, str(error), warning=True)
+        self._refused_checkpoint = True
+        previous = CheckpointStatus.model_validate(self.current().get("checkpoint") or {})
+        refused = previous.model_copy(update={"last_error": str(error)[:4096]})
+        return progress.model_copy(update={"checkpoint": refused}), c.update(
+            why, f"the run goes on, but a resume would start from an older frontier: {error}"
+        )
+
+    async def finished(self, result: RunResult, *, suspended: bool) -> None:
+        """How the run stopped, written while this replica still holds the lease, so no other
+        replica sees a finished run as one to take up."""
+        outcome = result.outcome
+        if outcome is Outcome.INTERRUPTED and suspended:
+            outcome = Outcome.SUSPENDED
+        if outcome is Outcome.AWAITING_APPROVAL and result.approval is not None:
+            approval = result.approval
+            await self.ended(
+                outcome,
+                f"{approval.tool} (call {approval.call_id}) waits on approval "
+                f"{approval.request_id}; add it to spec.approvals",
+                AgentRunStatus(
+                    pending_approval=PendingApproval(
+                        request_id=approval.request_id, call_id=approval.call_id, tool=approval.tool
+                    )
+                ),
+            )
+            return
+        if outcome is Outcome.COMPLETED:
+            message = result.output or "the run finished"
+        elif outcome is Outcome.DENIED:
+            message = f"a person denied {', '.join(result.denied)}: {result.output}"
+        else:
+            message = outcome.meaning
+        await self.ended(outcome, message)
+        if outcome.reason is not None:
+            self.say("finished: %s", outcome.value)
+
+    async def indeterminate(self, error: IndeterminateToolCallError) -> None:
+        """The calls nobody can decide, named in the status for the person who must answer."""
+        named = ", ".join(f"{tool} (call {call_id})" for call_id, tool in error.calls)
+        message = (
+            f"nobody can say whether {named} happened; check the tool's own records, "
+            "then add to spec.resolutions: outcome ran (with result) or didNotRun"
+        )
+        self.context.metrics.indeterminate.inc(len(error.calls))
+        calls = [IndeterminateCall(call_id=call_id, tool=tool) for call_id, tool in error.calls]
+        await self.ended(error.outcome, message, AgentRunStatus(indeterminate_calls=calls))
+        self.say("refused: %s", message, level=logging.WARNING)

@@ -1,0 +1,81 @@
+"""Writing a run's frontier at a boundary, and the one refused write that stops the run.
+
+A frontier that cannot be written never fails the live run (``Checkpointer.write`` keeps the
+error), with one exception: the frontier naming a call that is not safe to repeat. Without it a
+resume could not know the call may have been made, and would make it again; so the run stops
+there, before making the call, and a resume repeats the model call instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from pydantic import JsonValue
+
+from agentrun.checkpointing import Checkpointer, WriteReceipt
+from agentrun.frontier import Boundary, Checkpoint, PendingApproval, PendingCall
+from agentrun.runner.state import RunState
+from agentrun.runner.tracing import checkpoint_event
+
+logger = logging.getLogger(__name__)
+
+BoundaryObserver = Callable[[Checkpoint, WriteReceipt | None, Exception | None], Awaitable[None]]
+"""Hears of every frontier the runner hands to its ``Checkpointer``: written (a receipt) or not
+(the error, or neither when the policy skipped the boundary)."""
+
+
+@dataclass
+class BoundaryWriter:
+    """Builds the frontier of a run at a boundary and hands it to the ``Checkpointer``."""
+
+    checkpoints: Checkpointer
+    on_boundary: BoundaryObserver | None
+
+    async def write(
+        self,
+        state: RunState,
+        boundary: Boundary,
+        *,
+        pending: tuple[PendingCall, ...] = (),
+        approval: PendingApproval | None = None,
+    ) -> bool:
+        """Write the frontier (as the policy says); whether it was written."""
+        metadata: dict[str, JsonValue] = {}
+        if state.budget_micros is not None:
+            metadata["budget_micros"] = state.budget_micros
+        checkpoint = Checkpoint(
+            run_id=state.run_id,
+            tenant=state.tenant,
+            agent_name=state.agent.name,
+            agent_revision=state.agent.revision,
+            boundary=boundary,
+            fence=state.fence,
+            messages=tuple(state.messages),
+            pending=pending,
+            usage=state.usage,
+            cost_micros=state.cost_micros,
+            iteration=state.iteration,
+            approval=approval,
+            grant=state.grant,
+            scopes=state.scopes,
+            user=state.user,
+            metadata=metadata,
+        )
+        receipt = await self.checkpoints.write(checkpoint)
+        checkpoint_event(boundary, written=receipt is not None, fence=state.fence)
+        if self.on_boundary is not None:
+            await self.on_boundary(checkpoint, receipt, self.checkpoints.last_error)
+        if receipt is None and checkpoint.holds_intent and self.checkpoints.last_error:
+            # The one refused write that stops the run: without this frontier a resume could
+            # not know these calls may have been made, and would make them again. Stopping
+            # here costs a model call on resume; the calls themselves were not made.
+            logger.warning(
+                "run %s: the frontier naming calls %s could not be written; stopping before "
+                "making them",
+                state.run_id,
+                ", ".join(p.call.id for p in pending if not p.safe_to_repeat),
+            )
+            raise self.checkpoints.last_error
+        return receipt is not None

@@ -1,0 +1,144 @@
+"""The turns of a run: ask the model, dispatch what it asks for, checkpoint at the boundaries.
+
+A turn writes the frontier ``after_model_call`` (the reply and the calls it asks for, none
+dispatched), dispatches each call, and writes ``after_tool_result`` (every result of the turn).
+Before every model call the lease and the budget are checked; after it, the spend is charged to
+the ledger, which (not the checkpoint) decides what the run may still spend. A resumed run first
+settles the calls its frontier left outstanding, as the resume plan decided them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opentelemetry.trace import Tracer
+
+from agentrun.checkpointing import Checkpointer
+from agentrun.continuation import ContinuationPolicy, continued
+from agentrun.frontier import Boundary, Checkpoint
+from agentrun.ledger import Ledger
+from agentrun.messages import Message, TextPart, Usage
+from agentrun.resume import ResumePlan
+from agentrun.runner.boundaries import BoundaryWriter
+from agentrun.runner.dispatch import Dispatcher, pending_call
+from agentrun.runner.pricing import PriceTable
+from agentrun.runner.providers.base import Provider
+from agentrun.runner.results import RunResult, RunStatus
+from agentrun.runner.state import RunState, finished, refuse_over_budget
+from agentrun.runner.tracing import model_span, record_usage
+
+WITHHELD = (
+    "error: this call was not made. Its arguments were masked as secrets when the run was "
+    "checkpointed, so it cannot be sent as written; ask for it again with the real values if "
+    "it is still needed."
+)
+
+
+@dataclass(kw_only=True)
+class Turns:
+    """Takes a run's turns until it stops: finished, out of turns, or due to continue."""
+
+    provider: Provider
+    prices: PriceTable
+    ledger: Ledger | None
+    continuation: ContinuationPolicy | None
+    boundaries: BoundaryWriter
+    dispatcher: Dispatcher
+    spans: Tracer
+
+    @property
+    def checkpoints(self) -> Checkpointer:
+        return self.boundaries.checkpoints
+
+    def _result(self, state: RunState, status: RunStatus, **extra: object) -> RunResult:
+        return state.result(status, self.checkpoints.last_error, **extra)
+
+    async def carry_on(
+        self, state: RunState, checkpoint: Checkpoint, plan: ResumePlan
+    ) -> RunResult:
+        """Settle the calls ``checkpoint`` left outstanding as ``plan`` decided, then go on."""
+        if checkpoint.pending:
+            refuse_over_budget(state)
+            decided = {d.pending.call.id: d for d in plan.decisions}
+            for index, pending in enumerate(checkpoint.pending):
+                decision = decided[pending.call.id]
+                if decision.withheld:
+                    state.messages.append(Message.tool_result(pending.call.id, WITHHELD))
+                elif decision.outcome is not None:
+                    state.messages.append(Message.tool_result(pending.call.id, decision.outcome))
+                else:
+                    await self.dispatcher.dispatch(state, pending, checkpoint.pending[index:])
+            await self.boundaries.write(state, Boundary.AFTER_TOOL_RESULT)
+        elif finished(state.messages):
+            return self._result(state, RunStatus.COMPLETED)
+        return await self.take(state)
+
+    async def take(self, state: RunState) -> RunResult:
+        """Turn after turn until the run stops."""
+        tools = [each.schema() for each in state.agent.tools]
+        while True:
+            if state.iteration >= state.agent.max_iterations:
+                return self._result(state, RunStatus.MAX_ITERATIONS)
+            refuse_over_budget(state, at_most=True)
+            state.ensure_held()
+            with model_span(
+                self.spans,
+                model=state.agent.model,
+                run_id=state.run_id,
+                tenant=state.tenant,
+                fence=state.fence,
+                iteration=state.iteration + 1,
+            ) as span:
+                reply = await self.provider.complete(
+                    model=state.agent.model, messages=tuple(state.messages), tools=tools
+                )
+                record_usage(span, reply.usage)
+            state.iteration += 1
+            state.journal.append(f"model {state.iteration}")
+            await self._charge(state, reply.usage)
+            assistant = Message(
+                role="assistant",
+                parts=(TextPart(text=reply.text),) if reply.text else (),
+                tool_calls=reply.tool_calls,
+            )
+            state.append(assistant)
+            if not reply.tool_calls:
+                await self.boundaries.write(state, Boundary.AFTER_MODEL_CALL)
+                return self._result(state, RunStatus.COMPLETED)
+            pending = tuple(pending_call(state.agent, call) for call in reply.tool_calls)
+            await self.boundaries.write(state, Boundary.AFTER_MODEL_CALL, pending=pending)
+            # Over budget, the reply is paid for and kept: a resume with more budget dispatches
+            # what it asked for instead of paying for the same answer again.
+            refuse_over_budget(state)
+            for index, call in enumerate(pending):
+                await self.dispatcher.dispatch(state, call, pending[index:])
+            written = await self.boundaries.write(state, Boundary.AFTER_TOOL_RESULT)
+            # Only from this turn's own frontier: if it was not written, the latest one still
+            # has this turn's calls outstanding and would carry them across without results.
+            if written and self._continuation_due(state):
+                latest = await self.checkpoints.latest(state.tenant, state.run_id)
+                if latest is not None and latest.history_handle is not None:
+                    carry = continued(latest, tenant=state.tenant, agent_name=state.agent.name)
+                    return self._result(state, RunStatus.CONTINUED, continuation=carry)
+
+    def _continuation_due(self, state: RunState) -> bool:
+        return (
+            self.continuation is not None
+            and self.checkpoints.history is not None
+            and self.continuation.due(state.journal, history_bytes=state.history_bytes)
+        )
+
+    async def _charge(self, state: RunState, usage: Usage) -> None:
+        state.usage = state.usage + usage
+        cost = self.prices.cost(state.agent.model, usage)
+        if self.ledger is None:
+            state.cost_micros += cost
+        else:
+            state.cost_micros = await self.ledger.charge(
+                state.tenant,
+                state.run_id,
+                f"model:{state.execution}:{state.iteration}",
+                cost,
+                budget=None,
+                fence=state.fence,
+            )
