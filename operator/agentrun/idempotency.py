@@ -41,6 +41,9 @@ class IdempotencyRecord(FrozenModel):
     """What the store holds under one key of one run.
 
     ``remaining`` is the claim's time left on the store's clock, when the record has a TTL.
+    ``call_id`` and ``tool`` name the call whose dispatch made the claim, so a resume can tell a
+    record that no frontier names (see ``resume.plan_resume``); they are None for a record that
+    is no call's (an approval, the resume claim, a person's answer).
     """
 
     key: str
@@ -49,6 +52,20 @@ class IdempotencyRecord(FrozenModel):
     fence: int = Field(ge=0)
     outcome: str | None = None
     remaining: float | None = None
+    call_id: str | None = None
+    tool: str | None = None
+
+
+class ListedRecord(FrozenModel):
+    """A record as ``IdempotencyStore.records`` lists it: what it is and whose, without its
+    outcome, which can be a tool's whole output (``read`` returns that)."""
+
+    key: str
+    state: ClaimState
+    holder: str
+    fence: int = Field(ge=0)
+    call_id: str | None = None
+    tool: str | None = None
 
 
 class Claim(FrozenModel):
@@ -84,8 +101,11 @@ class IdempotencyStore(Protocol):
         holder: str,
         fence: int,
         ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
     ) -> Claim:
-        """Claim ``key`` in flight unless a live record holds it; never overwrite one."""
+        """Claim ``key`` in flight unless a live record holds it; never overwrite one.
+        ``call_id`` and ``tool`` name the call the claim is for, kept with the record."""
 
     async def record(
         self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
@@ -98,6 +118,9 @@ class IdempotencyStore(Protocol):
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
         """The live record under ``key``, or None (an expired claim reads as None)."""
 
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        """Every live record of the run, in no particular order (an expired claim is none)."""
+
     async def settle(
         self,
         tenant: str,
@@ -109,7 +132,8 @@ class IdempotencyStore(Protocol):
         claimed_by: tuple[str, int] | None = None,
     ) -> bool:
         """A person's answer for an undecidable call: it ran with ``outcome``, or (None) it
-        did not run. Not fenced: a person outranks every worker.
+        did not run. Not fenced: a person outranks every worker. The answer is no call's
+        record any more (``call_id`` and ``tool`` become None): the person accounts for it.
 
         ``claimed_by`` is the (holder, fence) of the in-flight claim the person answered: the
         answer is written only while that claim is still the record, atomically. An answer

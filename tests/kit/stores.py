@@ -10,7 +10,7 @@ from __future__ import annotations
 from agentrun.checkpointing import CheckpointStore
 from agentrun.errors import AgentRunError, StoreUnavailableError
 from agentrun.history import HistoryStore
-from agentrun.idempotency import Claim, IdempotencyRecord, IdempotencyStore
+from agentrun.idempotency import Claim, IdempotencyRecord, IdempotencyStore, ListedRecord
 from agentrun.leases import LeaseStore, RunLease
 
 
@@ -87,9 +87,13 @@ class CallLog:
         holder: str,
         fence: int,
         ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
     ) -> Claim:
         self.calls.append("begin")
-        return await self.inner.begin(tenant, run_id, key, holder=holder, fence=fence, ttl=ttl)
+        return await self.inner.begin(
+            tenant, run_id, key, holder=holder, fence=fence, ttl=ttl, call_id=call_id, tool=tool
+        )
 
     async def record(
         self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
@@ -104,6 +108,10 @@ class CallLog:
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
         self.calls.append("read")
         return await self.inner.read(tenant, run_id, key)
+
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        self.calls.append("records")
+        return await self.inner.records(tenant, run_id)
 
     async def settle(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncpg
 import pytest
 
 from agentrun.stores.backend import Backend
@@ -40,5 +41,19 @@ class TestPostgresHistory(HistoryStoreConformance):
 
 class TestPostgresLedger(LedgerConformance):
     @pytest.fixture
-    def store(self, backend: Backend) -> object:
+    def store(self, backend: Backend, postgres_url: str) -> object:
+        self.url = postgres_url
         return backend.ledger
+
+    async def preload_charges(self, store: object, tenant: str, run_id: str, count: int) -> None:
+        connection = await asyncpg.connect(self.url)
+        try:
+            await connection.execute(
+                "INSERT INTO adk_ledger (tenant, run_id, charge_id, micros) "
+                "SELECT $1, $2, 'preloaded-' || n, 1 FROM generate_series(1, $3) AS n",
+                tenant,
+                run_id,
+                count,
+            )
+        finally:
+            await connection.close()

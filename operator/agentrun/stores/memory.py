@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from agentrun.errors import BudgetExceededError, RunLeaseError, StaleFenceError
 from agentrun.history import handle_for, verified
-from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
+from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, ListedRecord, not_holder
 from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
 
 Run = tuple[str, str]
@@ -123,6 +123,8 @@ class _Record:
     fence: int
     outcome: str | None = None
     expires: float | None = None
+    call_id: str | None = None
+    tool: str | None = None
 
 
 class MemoryIdempotencyStore:
@@ -147,6 +149,8 @@ class MemoryIdempotencyStore:
             fence=record.fence,
             outcome=record.outcome,
             remaining=remaining,
+            call_id=record.call_id,
+            tool=record.tool,
         )
 
     async def begin(
@@ -158,6 +162,8 @@ class MemoryIdempotencyStore:
         holder: str,
         fence: int,
         ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
     ) -> Claim:
         if ttl is not None:
             require_positive_ttl(ttl)
@@ -171,6 +177,8 @@ class MemoryIdempotencyStore:
             holder,
             fence,
             expires=None if ttl is None else self._clock() + ttl,
+            call_id=call_id,
+            tool=tool,
         )
         self._records[at] = record
         return Claim(won=True, record=self._view(key, record))
@@ -209,6 +217,23 @@ class MemoryIdempotencyStore:
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
         record = self._live((tenant, run_id, key))
         return None if record is None else self._view(key, record)
+
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        listed = []
+        for at in [at for at in self._records if at[:2] == (tenant, run_id)]:
+            record = self._live(at)
+            if record is not None:
+                listed.append(
+                    ListedRecord(
+                        key=at[2],
+                        state=record.state,
+                        holder=record.holder,
+                        fence=record.fence,
+                        call_id=record.call_id,
+                        tool=record.tool,
+                    )
+                )
+        return tuple(listed)
 
     async def settle(
         self,
@@ -259,9 +284,12 @@ class MemoryHistoryStore:
 
 
 class MemoryLedger:
+    """Charges per run and the run's running total, so a charge never re-reads the others."""
+
     def __init__(self, fences: FenceBook | None = None) -> None:
         self._fences = fences or FenceBook()
-        self._charges: dict[Run, dict[str, int]] = {}
+        self._charges: dict[Run, set[str]] = {}
+        self._spent: dict[Run, int] = {}
 
     async def charge(
         self,
@@ -273,21 +301,24 @@ class MemoryLedger:
         budget: int | None,
         fence: int,
     ) -> int:
-        self._fences.admit((tenant, run_id), fence, "ledger charge")
-        charges = self._charges.setdefault((tenant, run_id), {})
-        spent = sum(charges.values())
+        run = (tenant, run_id)
+        self._fences.admit(run, fence, "ledger charge")
+        charges = self._charges.setdefault(run, set())
+        spent = self._spent.get(run, 0)
         if charge_id in charges:
             return spent
         if budget is not None and spent + micros > budget:
             raise BudgetExceededError(run_id, spent, micros, budget)
-        charges[charge_id] = micros
+        charges.add(charge_id)
+        self._spent[run] = spent + micros
         return spent + micros
 
     async def spent(self, tenant: str, run_id: str) -> int:
-        return sum(self._charges.get((tenant, run_id), {}).values())
+        return self._spent.get((tenant, run_id), 0)
 
     async def forget(self, tenant: str, run_id: str) -> None:
         self._charges.pop((tenant, run_id), None)
+        self._spent.pop((tenant, run_id), None)
 
 
 @dataclass

@@ -163,3 +163,64 @@ class IdempotencyStoreConformance(ConformanceBase):
         winners = [c for c in claims if c.won]
         assert len(winners) == 1
         assert all(c.record.holder == winners[0].record.holder for c in claims)
+
+    async def test_a_claim_keeps_the_call_it_is_for(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
+        claim = await store.begin(
+            tenant, "run", "k", holder="w1", fence=1, call_id="call_7", tool="send_sms"
+        )
+        assert (claim.record.call_id, claim.record.tool) == ("call_7", "send_sms")
+        await store.record(tenant, "run", "k", "sent", holder="w1", fence=1)
+        record = await store.read(tenant, "run", "k")
+        assert record is not None
+        assert (record.call_id, record.tool, record.outcome) == ("call_7", "send_sms", "sent")
+
+    async def test_a_persons_answer_is_no_calls_record(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
+        """A person who answers for a claim accounts for it: the record stops naming the call."""
+        for key in ("answered", "settled"):
+            await store.begin(tenant, "run", key, holder="w1", fence=1, call_id=key, tool="t")
+        assert await store.settle(
+            tenant, "run", "answered", "sent", by="alice", claimed_by=("w1", 1)
+        )
+        await store.settle(tenant, "run", "settled", "sent", by="alice")
+        for key in ("answered", "settled"):
+            record = await store.read(tenant, "run", key)
+            assert record is not None
+            assert (record.state, record.call_id, record.tool) == (ClaimState.COMPLETED, None, None)
+
+    async def test_records_lists_every_live_record_of_the_run(
+        self, store: IdempotencyStore, tenant: str, other_tenant: str
+    ) -> None:
+        await store.begin(
+            tenant, "run", "flight", holder="w1", fence=1, call_id="c1", tool="book_flight"
+        )
+        await store.record(tenant, "run", "flight", "seat 12A", holder="w1", fence=1)
+        await store.begin(tenant, "run", "sms", holder="w1", fence=1, call_id="c2", tool="send_sms")
+        await store.begin(tenant, "run", "lapsing", holder="w1", fence=1, ttl=self.ttl)
+        await store.settle(tenant, "run", "approval", '{"approved": true}', by="alice")
+        await store.begin(tenant, "run:x", "elsewhere", holder="w1", fence=1, call_id="c9")
+        await store.begin(other_tenant, "run", "theirs", holder="w1", fence=1, call_id="c9")
+        await self.pass_time(self.ttl * 1.5)
+        listed = {record.key: record for record in await store.records(tenant, "run")}
+        assert set(listed) == {"flight", "sms", "approval"}
+        assert (listed["flight"].state, listed["flight"].call_id, listed["flight"].tool) == (
+            ClaimState.COMPLETED,
+            "c1",
+            "book_flight",
+        )
+        assert (listed["sms"].state, listed["sms"].holder, listed["sms"].fence) == (
+            ClaimState.IN_FLIGHT,
+            "w1",
+            1,
+        )
+        assert (listed["sms"].call_id, listed["sms"].tool) == ("c2", "send_sms")
+        assert (listed["approval"].state, listed["approval"].call_id) == (
+            ClaimState.COMPLETED,
+            None,
+        )
+        assert await store.records(tenant, "never-claimed") == ()
+        await store.forget(tenant, "run")
+        assert await store.records(tenant, "run") == ()

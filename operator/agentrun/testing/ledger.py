@@ -3,6 +3,9 @@ fenced writes, isolated runs."""
 
 from __future__ import annotations
 
+import statistics
+import time
+
 import pytest
 
 from agentrun.errors import BudgetExceededError, StaleFenceError
@@ -42,3 +45,43 @@ class LedgerConformance(ConformanceBase):
         assert await store.spent(tenant, "run") == 0
         assert await store.spent(other_tenant, "run") == 20
         assert await store.spent(tenant, "run:x") == 30
+
+    charges_before: int = 200_000
+    """How many charges ``test_a_charge_costs_the_same_however_many_came_before`` puts on a run."""
+
+    async def preload_charges(self, store: Ledger, tenant: str, run_id: str, count: int) -> None:
+        """Give the run ``count`` charges of one micro each, as fast as the store allows.
+
+        This default goes through ``charge`` and so takes as long as ``count`` charges do;
+        override it with the store's bulk write (the suites for the kit's stores do).
+        """
+        for index in range(count):
+            await store.charge(tenant, run_id, f"preloaded-{index}", 1, budget=None, fence=1)
+
+    async def test_a_charge_costs_the_same_however_many_came_before(
+        self, store: Ledger, tenant: str
+    ) -> None:
+        """A charge must not re-read the run's earlier charges: summing them at every charge
+        makes a run's charges cost the square of their number."""
+        await self.preload_charges(store, tenant, "long", self.charges_before)
+        for run_id in ("long", "short"):  # whatever a store sets up on a run's first charge
+            await store.charge(tenant, run_id, "first", 1, budget=10**12, fence=1)
+        long = await _median_charge_seconds(store, tenant, "long")
+        short = await _median_charge_seconds(store, tenant, "short")
+        assert long < 4 * short + 0.00002, (
+            f"a charge on a run with {self.charges_before} charges took {long * 1000:.3f} ms, "
+            f"on a run with one {short * 1000:.3f} ms"
+        )
+        assert await store.spent(tenant, "long") == self.charges_before + 1 + _TIMED
+
+
+_TIMED = 25
+
+
+async def _median_charge_seconds(store: Ledger, tenant: str, run_id: str) -> float:
+    took = []
+    for index in range(_TIMED):
+        started = time.perf_counter()
+        await store.charge(tenant, run_id, f"timed-{index}", 1, budget=10**12, fence=1)
+        took.append(time.perf_counter() - started)
+    return statistics.median(took)

@@ -78,6 +78,7 @@ class PostgresTables:
     idempotency: str = "adk_idempotency"
     history: str = "adk_history_segments"
     ledger: str = "adk_ledger"
+    ledger_totals: str = "adk_ledger_totals"
 
     def __post_init__(self) -> None:
         for role, name in self.items():

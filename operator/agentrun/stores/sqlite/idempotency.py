@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
+from agentrun.idempotency import (
+    Claim,
+    ClaimState,
+    IdempotencyRecord,
+    ListedRecord,
+    not_holder,
+)
 from agentrun.leases import require_positive_ttl
 from agentrun.stores.sqlite._database import (
     NOW_US,
@@ -24,15 +30,20 @@ from agentrun.stores.sqlite._database import (
 )
 
 _WHERE = "WHERE tenant = ? AND run_id = ? AND key = ?"
+_UNEXPIRED = f"(expires_us IS NULL OR expires_us > {NOW_US})"
 _RECORD = (
-    f"SELECT state, holder, fence, outcome, expires_us - {NOW_US} "
+    f"SELECT state, holder, fence, outcome, expires_us - {NOW_US}, call_id, tool "
     f"FROM agentrun_idempotency {_WHERE}"
 )
-_LIVE = f"{_RECORD} AND (expires_us IS NULL OR expires_us > {NOW_US})"
+_LIVE = f"{_RECORD} AND {_UNEXPIRED}"
+_LIST = (
+    "SELECT key, state, holder, fence, call_id, tool FROM agentrun_idempotency "
+    f"WHERE tenant = ? AND run_id = ? AND {_UNEXPIRED}"
+)
 
 
 def _record(key: str, row: Row) -> IdempotencyRecord:
-    state, holder, fence, outcome, left_us = row
+    state, holder, fence, outcome, left_us, call_id, tool = row
     return IdempotencyRecord(
         key=key,
         state=ClaimState(state),
@@ -40,6 +51,8 @@ def _record(key: str, row: Row) -> IdempotencyRecord:
         fence=fence,
         outcome=outcome,
         remaining=None if left_us is None else seconds(left_us),
+        call_id=call_id,
+        tool=tool,
     )
 
 
@@ -74,6 +87,8 @@ class SqliteIdempotencyStore:
         holder: str,
         fence: int,
         ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
     ) -> Claim:
         if ttl is not None:
             require_positive_ttl(ttl)
@@ -86,9 +101,9 @@ class SqliteIdempotencyStore:
             )
             inserted = connection.execute(
                 "INSERT INTO agentrun_idempotency (tenant, run_id, key, state, holder, fence, "
-                f"expires_us) VALUES (?, ?, ?, 'in_flight', ?, ?, {NOW_US} + ?) "
-                "ON CONFLICT (tenant, run_id, key) DO NOTHING",
-                (*at, holder, fence, None if ttl is None else micros(ttl)),
+                f"expires_us, call_id, tool) VALUES (?, ?, ?, 'in_flight', ?, ?, {NOW_US} + ?, "
+                "?, ?) ON CONFLICT (tenant, run_id, key) DO NOTHING",
+                (*at, holder, fence, None if ttl is None else micros(ttl), call_id, tool),
             ).rowcount
             # The row is the one just inserted or the one that was live at the DELETE; it is read
             # unfiltered so a claim lapsing between two statements is still reported as found.
@@ -127,6 +142,24 @@ class SqliteIdempotencyStore:
         live = await self._database.read(f"read the claim of {key} for run {run_id!r}", work)
         return None if live is None else _record(key, live)
 
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        def work(connection: sqlite3.Connection) -> list[Row]:
+            rows: list[Row] = connection.execute(_LIST, (tenant, run_id)).fetchall()
+            return rows
+
+        rows = await self._database.read(f"list the claims of run {run_id!r}", work)
+        return tuple(
+            ListedRecord(
+                key=key,
+                state=ClaimState(state),
+                holder=holder,
+                fence=fence,
+                call_id=call,
+                tool=tool,
+            )
+            for key, state, holder, fence, call, tool in rows
+        )
+
     async def settle(
         self,
         tenant: str,
@@ -153,7 +186,8 @@ class SqliteIdempotencyStore:
                 "INSERT INTO agentrun_idempotency (tenant, run_id, key, state, holder, fence, "
                 "outcome, expires_us) VALUES (?, ?, ?, 'completed', ?, 0, ?, NULL) "
                 "ON CONFLICT (tenant, run_id, key) DO UPDATE SET state = 'completed', "
-                "holder = excluded.holder, outcome = excluded.outcome, expires_us = NULL",
+                "holder = excluded.holder, outcome = excluded.outcome, expires_us = NULL, "
+                "call_id = NULL, tool = NULL",
                 (*at, by, outcome),
             )
             return True
