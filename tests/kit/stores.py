@@ -7,8 +7,11 @@ make a real store observable or unreliable in one precise way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from agentrun.checkpointing import CheckpointStore
 from agentrun.errors import AgentRunError, StoreUnavailableError
+from agentrun.frontier import Checkpoint, decode
 from agentrun.history import HistoryStore
 from agentrun.idempotency import Claim, IdempotencyRecord, IdempotencyStore, ListedRecord
 from agentrun.leases import LeaseStore, RunLease
@@ -176,3 +179,28 @@ class CountingRenewals:
 
 def unavailable(operation: str) -> StoreUnavailableError:
     return StoreUnavailableError("test store", operation, ConnectionRefusedError("refused"))
+
+
+class LosingCheckpointStore:
+    """A real checkpoint store that loses the writes ``lost`` picks: it acknowledges them and
+    keeps nothing, as a store that lost an acknowledged write does (a failover onto a replica
+    that had not received it, a restore from a backup, a Redis without ``appendfsync always``
+    that crashed). The frontier it loses was, as far as anyone can tell, never written."""
+
+    def __init__(self, inner: CheckpointStore, lost: Callable[[Checkpoint], bool]) -> None:
+        self.inner = inner
+        self.lost = lost
+        self.dropped: list[Checkpoint] = []
+
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        checkpoint = decode(payload)
+        if self.lost(checkpoint):
+            self.dropped.append(checkpoint)
+            return
+        await self.inner.put(tenant, run_id, payload, fence=fence)
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None:
+        return await self.inner.latest(tenant, run_id)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self.inner.forget(tenant, run_id)

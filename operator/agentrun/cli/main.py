@@ -48,7 +48,8 @@ async def _frontier(backend: Backend, tenant: str, run_id: str) -> Checkpoint:
 
 async def _inspect(args: argparse.Namespace, backend: Backend) -> Exit:
     checkpoint = await _frontier(backend, args.tenant, args.run_id)
-    plan = await plan_resume(checkpoint, backend.idempotency)
+    transcript = await Checkpointer(backend.checkpoints).transcript(checkpoint, backend.history)
+    plan = await plan_resume(checkpoint, backend.idempotency, transcript)
     lease = await backend.leases.held(args.tenant, args.run_id)
     if args.json:
         _say(json.dumps(plan_json(checkpoint, plan, lease), indent=2))
@@ -158,6 +159,7 @@ async def _resolve(args: argparse.Namespace, backend: Backend) -> Exit:
             ran=args.ran,
             result=args.result,
             by=args.by,
+            history=backend.history,
         )
     finally:
         await backend.leases.release(lease)

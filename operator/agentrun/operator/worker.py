@@ -43,7 +43,7 @@ from agentrun.operator.kubeapi import Rejected
 from agentrun.operator.resource import AgentRunSpec
 from agentrun.operator.status import ConditionUpdate, StatusWriter, Superseded
 from agentrun.operator.tenancy import tenant_for
-from agentrun.runner.decisions import decide, resolve
+from agentrun.runner.decisions import answerable, decide, resolve
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.registry import RegisteredAgent
 from agentrun.runner.results import RunResult, RunStatus
@@ -321,21 +321,20 @@ class RunWorker:
     async def _record_resolutions(self, checkpoint: Checkpoint) -> None:
         """Under the lease: a person's answer for each call that is still undecidable."""
         answers = {r.call_id: r for r in self._spec().resolutions or ()}
-        for pending in checkpoint.pending:
-            answer = answers.get(pending.call.id)
+        idempotency, history = self.context.backend.idempotency, self.context.backend.history
+        for call_id in await answerable(idempotency, checkpoint, history) if answers else ():
+            answer = answers.get(call_id)
             if answer is not None and await resolve(
-                self.context.backend.idempotency,
+                idempotency,
                 checkpoint,
-                pending.call.id,
+                call_id,
                 ran=answer.outcome == "ran",
                 result=answer.result,
                 by=answer.by,
+                history=history,
             ):
                 self._say(
-                    "recorded %s's answer for call %s: %s",
-                    answer.by,
-                    pending.call.id,
-                    answer.outcome,
+                    "recorded %s's answer for call %s: %s", answer.by, call_id, answer.outcome
                 )
 
     # -- callbacks from the runner --------------------------------------------------------------

@@ -5,6 +5,11 @@ since a person outranks every worker — so they need no store of their own and 
 the workers do. An approval lives under a key derived from its request id; an answer for an
 indeterminate call settles that call's own record, so the next resume plans it as completed
 (it ran, with this result) or never ran (it did not run).
+
+A call that no frontier names (``ResumePlan.unaccounted``) is answered the same way, by its call
+id: "it did not run" drops its record, "it ran" keeps it as the person's answer. Either way the
+run carries on from its newest frontier without it in the conversation; a keyed call the model
+asks for again is answered from the record.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ import hashlib
 from agentrun._base import FrozenModel
 from agentrun.errors import ConfigurationError
 from agentrun.frontier import Checkpoint
+from agentrun.history import HistoryStore, load_transcript
 from agentrun.idempotency import ClaimState, IdempotencyStore
-from agentrun.resume import tracking_key
+from agentrun.resume import plan_resume, tracking_key
 
 APPROVAL_PREFIX = "approval:v1:"
 
@@ -57,6 +63,25 @@ async def decision_for(
     return ApprovalDecision.model_validate_json(record.outcome)
 
 
+async def answerable(
+    idempotency: IdempotencyStore, checkpoint: Checkpoint, history: HistoryStore | None = None
+) -> dict[str, str]:
+    """Call id -> tracking key of every call a person may answer for now: each call outstanding
+    in ``checkpoint``, and each call no frontier names (``history`` resolves an out-of-line
+    transcript, which says which recorded calls the conversation already answers)."""
+    calls = {pending.call.id: tracking_key(pending) for pending in checkpoint.pending}
+    transcript = (
+        None
+        if checkpoint.history_handle is None or history is None
+        else await load_transcript(
+            history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle
+        )
+    )
+    plan = await plan_resume(checkpoint, idempotency, transcript)
+    calls.update((record.call_id or record.key, record.key) for record in plan.unaccounted)
+    return calls
+
+
 async def resolve(
     idempotency: IdempotencyStore,
     checkpoint: Checkpoint,
@@ -65,25 +90,33 @@ async def resolve(
     ran: bool,
     result: str | None,
     by: str,
+    history: HistoryStore | None = None,
 ) -> bool:
-    """Record a person's answer for an outstanding call of ``checkpoint``, if it is still
-    undecidable (its record in flight); False, and nothing written, otherwise.
+    """Record a person's answer for a call of the run that is still undecidable: one
+    outstanding in ``checkpoint`` whose record is in flight, or one that no frontier names
+    (see ``answerable``). False, and nothing written, otherwise.
 
     Call it holding the run's lease: then no worker is dispatching the call meanwhile, and an
     answer given twice cannot wipe out the dispatch the first one allowed.
     """
-    pending = next((p for p in checkpoint.pending if p.call.id == call_id), None)
-    if pending is None:
-        outstanding = ", ".join(p.call.id for p in checkpoint.pending) or "none"
+    calls = await answerable(idempotency, checkpoint, history)
+    key = calls.get(call_id)
+    if key is None:
+        outstanding = ", ".join(calls) or "none"
         raise ConfigurationError(
             f"run {checkpoint.run_id!r} has no outstanding call {call_id!r} "
             f"(outstanding: {outstanding}); check the id with `agentrun inspect`"
         )
     if ran and result is None:
         raise ConfigurationError("--ran needs --result: the result the call had")
-    key = tracking_key(pending)
     record = await idempotency.read(checkpoint.tenant, checkpoint.run_id, key)
-    if record is None or record.state is not ClaimState.IN_FLIGHT:
+    if record is None:
+        return False
+    if record.state is ClaimState.IN_FLIGHT:
+        claimed_by: tuple[str, int] | None = (record.holder, record.fence)
+    elif all(pending.call.id != call_id for pending in checkpoint.pending):
+        claimed_by = None  # completed, and no frontier names it: the person accounts for it
+    else:
         return False
     return await idempotency.settle(
         checkpoint.tenant,
@@ -91,5 +124,5 @@ async def resolve(
         key,
         result if ran else None,
         by=by,
-        claimed_by=(record.holder, record.fence),
+        claimed_by=claimed_by,
     )

@@ -504,7 +504,13 @@ class AgentRunner:
             return await self._call(tool, pending, key=handed)
         key = tracking_key(pending)
         claim = await self.idempotency.begin(
-            state.tenant, state.run_id, key, holder=state.holder, fence=state.fence
+            state.tenant,
+            state.run_id,
+            key,
+            holder=state.holder,
+            fence=state.fence,
+            call_id=pending.call.id,
+            tool=tool.name,
         )
         if not claim.won:
             if claim.record.state is ClaimState.COMPLETED and claim.record.outcome is not None:

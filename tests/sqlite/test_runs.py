@@ -1,0 +1,14 @@
+"""Whole runs, crashes and resumes on an SQLite file (``tests.support.run_scenarios``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentrun.stores.backend import Backend
+from tests.support.run_scenarios import RunScenarios
+
+
+class TestSqliteRuns(RunScenarios):
+    @pytest.fixture
+    def stores(self, backend: Backend) -> Backend:
+        return backend

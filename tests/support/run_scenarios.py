@@ -1,0 +1,92 @@
+"""Whole runs against a real store: the kit's promises that only show across a run, a crash and
+a resume, exercised once per store (memory, SQLite, Redis, PostgreSQL).
+
+``RunScenarios`` is subclassed in each store's test folder with a ``stores`` fixture yielding the
+five stores of a fresh backend. A crash is a ``Crash`` raised where the process would have died
+(see ``tests.runner.helpers``); what the next worker finds is what the stores kept.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from agentrun.errors import IndeterminateToolCallError
+from agentrun.frontier import Boundary
+from agentrun.resume import plan_resume
+from agentrun.runner.decisions import resolve
+from agentrun.runner.results import RunStatus
+from agentrun.stores.backend import Backend
+from tests.kit.stores import LosingCheckpointStore
+from tests.runner.helpers import Boundaries, Crash, Probe, Stores, agent, runner, script
+
+NOTE_THEN_SMS = ([("note", {"item": "a"})], [("send_sms", {"item": "hi"})], "done")
+
+
+def _losing_turn(stores: Stores, turn: int) -> tuple[Backend, LosingCheckpointStore]:
+    """The stores, but every frontier written at iteration ``turn`` is lost."""
+    losing = LosingCheckpointStore(stores.checkpoints, lambda c: c.iteration == turn)
+    return (
+        Backend(
+            checkpoints=losing,
+            leases=stores.leases,
+            idempotency=stores.idempotency,
+            history=stores.history,
+            ledger=stores.ledger,
+        ),
+        losing,
+    )
+
+
+class RunScenarios:
+    @pytest.fixture
+    def tenant(self) -> str:
+        return f"tenant-{uuid.uuid4().hex[:12]}"
+
+    @pytest.mark.parametrize("died", ["in_flight", "completed"])
+    async def test_a_call_no_frontier_names_is_refused_until_a_person_answers(
+        self, stores: Stores, tenant: str, died: str
+    ) -> None:
+        """The frontiers of the turn that sent a text were lost, and the worker died (during
+        the send, or after it was recorded). The newest frontier the next worker finds is the
+        turn before: it names no text. Carrying on from it would ask the model that turn again
+        and go on as if no text had been sent (or send it again)."""
+
+        async def die(item: str) -> None:
+            raise Crash("killed while the text was being sent")
+
+        sms = Probe("send_sms", during=die if died == "in_flight" else None)
+        defined = agent(Probe("note").tool(read_only=True), sms.tool())
+        lossy, losing = _losing_turn(stores, 2)
+        crash = Boundaries(crash_at=(Boundary.AFTER_TOOL_RESULT, 2))
+        with pytest.raises(Crash):
+            await runner(lossy, script(*NOTE_THEN_SMS), boundaries=crash).run(
+                defined, "go", tenant=tenant, run_id="r"
+            )
+        assert sms.calls == ["hi"]
+        assert [c.boundary for c in losing.dropped][:1] == [Boundary.AFTER_MODEL_CALL]
+
+        # The model, asked the second turn again, would say it is done.
+        second = runner(stores, script(NOTE_THEN_SMS[0], "done"), holder="worker-b")
+        with pytest.raises(IndeterminateToolCallError) as caught:
+            await second.resume(defined, "r", tenant=tenant)
+        assert caught.value.unnamed == (("c1_0", "send_sms"),)
+        assert "c1_0" in str(caught.value)
+        checkpoint = await second.checkpoints.latest(tenant, "r")
+        assert checkpoint is not None
+        assert checkpoint.iteration == 1
+        plan = await plan_resume(checkpoint, stores.idempotency)
+        assert [(r.call_id, r.tool) for r in plan.unaccounted] == [("c1_0", "send_sms")]
+        assert not plan.safe
+
+        # A person checked the gateway: it was sent. The run carries on without sending it again.
+        assert await resolve(
+            stores.idempotency, checkpoint, "c1_0", ran=True, result="sent", by="alice"
+        )
+        plan = await plan_resume(checkpoint, stores.idempotency)
+        assert plan.safe
+        third = runner(stores, script(NOTE_THEN_SMS[0], "done"), holder="worker-c")
+        result = await third.resume(defined, "r", tenant=tenant)
+        assert result.status is RunStatus.COMPLETED
+        assert sms.calls == ["hi"]
