@@ -16,10 +16,21 @@ from agentrun.errors import IndeterminateToolCallError
 from agentrun.frontier import Boundary
 from agentrun.resume import plan_resume
 from agentrun.runner.decisions import resolve
+from agentrun.runner.providers.openai import OpenAIChatProvider
 from agentrun.runner.results import RunStatus
 from agentrun.stores.backend import Backend
 from tests.kit.stores import LosingCheckpointStore
-from tests.runner.helpers import Boundaries, Crash, Probe, Stores, agent, runner, script
+from tests.runner.helpers import (
+    Boundaries,
+    Crash,
+    Probe,
+    Stores,
+    agent,
+    runner,
+    script,
+    tool_results,
+)
+from tests.runner.wire import chat_reply, endpoint
 
 NOTE_THEN_SMS = ([("note", {"item": "a"})], [("send_sms", {"item": "hi"})], "done")
 
@@ -90,3 +101,59 @@ class RunScenarios:
         result = await third.resume(defined, "r", tenant=tenant)
         assert result.status is RunStatus.COMPLETED
         assert sms.calls == ["hi"]
+
+    @pytest.mark.parametrize("crash", [None, "after_model_call", "during_send"])
+    @pytest.mark.parametrize("reused", ["call_0", ""], ids=["numbered-per-reply", "empty"])
+    async def test_a_call_id_a_later_turn_reuses_is_a_new_call(
+        self, stores: Stores, tenant: str, reused: str, crash: str | None
+    ) -> None:
+        """A server that numbers calls per reply (or sends no id at all) gives the second turn's
+        text the first one's id. It is another call: it is sent, and the model is never told it
+        ran when it did not; after a crash too."""
+
+        async def die(item: str) -> None:
+            if crash == "during_send" and item == "second":
+                raise Crash("killed while the second text was being sent")
+
+        sms = Probe("send_sms", during=die)
+        defined = agent(sms.tool())
+        killed_after = Boundaries(crash_at=(Boundary.AFTER_MODEL_CALL, 2))
+        with endpoint() as server:
+            for item in ("first", "second"):
+                server.answer(200, chat_reply(calls=[(reused, "send_sms", {"item": item})]))
+            server.answer(200, chat_reply("both sent"))
+            first = runner(
+                stores,
+                OpenAIChatProvider(server.url),
+                boundaries=killed_after if crash == "after_model_call" else None,
+            )
+            if crash is None:
+                result = await first.run(defined, "text twice", tenant=tenant, run_id="r")
+            else:
+                with pytest.raises(Crash):
+                    await first.run(defined, "text twice", tenant=tenant, run_id="r")
+                second = runner(stores, OpenAIChatProvider(server.url), holder="worker-b")
+                if crash == "during_send":
+                    with pytest.raises(IndeterminateToolCallError) as caught:
+                        await second.resume(defined, "r", tenant=tenant)
+                    checkpoint = await second.checkpoints.latest(tenant, "r")
+                    assert checkpoint is not None
+                    (held,) = checkpoint.pending
+                    assert held.call.arguments == {"item": "second"}
+                    assert caught.value.calls == ((held.call.id, "send_sms"),)
+                    assert sms.calls == ["first", "second"]
+                    return
+                result = await second.resume(defined, "r", tenant=tenant)
+        assert result.status is RunStatus.COMPLETED
+        assert sms.calls == ["first", "second"]
+        ids = [call.id for message in result.messages for call in message.tool_calls]
+        assert len(ids) == len(set(ids)) == 2
+        assert tool_results(result.messages) == {
+            ids[0]: "send_sms did first",
+            ids[1]: "send_sms did second",
+        }
+        # the model is shown each result answering its own call
+        shown = server.received[-1].json()["messages"]
+        answered = [m["tool_call_id"] for m in shown if m["role"] == "tool"]
+        asked = [c["id"] for m in shown if m["role"] == "assistant" for c in m["tool_calls"]]
+        assert answered == asked == ids

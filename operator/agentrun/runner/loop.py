@@ -9,6 +9,11 @@ refused:
 * Before a call is handed to its tool, its intent is claimed in the idempotency store (under its
   key, or a dispatch marker for a keyless call); the outcome is recorded after. So the record,
   not the frontier, says what happened after the frontier was written.
+* A call's id is unique within the run. Nothing obliges a provider to keep it so (a server may
+  number calls per reply, or send none), and a dispatch marker derives from the id: a later call
+  reusing an earlier one's id would be taken for it, skipped and reported as done. So a reply
+  whose call reuses an id is given a new one before it enters the conversation and the frontier
+  (``unique_call_ids``); the model sees its call under that id from then on.
 * A resume takes the run's lease before it reads anything (``Resumer``), refuses calls nobody can
   decide (``IndeterminateToolCallError``), replays recorded outcomes, dispatches what never ran,
   and holds the lease with a ``Leaseholder`` for all the work after it. Before every model call
@@ -99,6 +104,11 @@ class _Run:
     history_bytes: int = 0
     resumed: bool = False
     stop: Callable[[], bool] | None = None
+    call_ids: set[str] = field(init=False)
+    """Every call id the conversation holds, which a new call may not reuse."""
+
+    def __post_init__(self) -> None:
+        self.call_ids = {call.id for message in self.messages for call in message.tool_calls}
 
     def ensure_held(self) -> None:
         """Before every model call and every dispatch: still ours, and still wanted?"""
@@ -376,16 +386,17 @@ class AgentRunner:
             state.iteration += 1
             state.journal.append(f"model {state.iteration}")
             await self._charge(state, reply.usage)
+            calls = unique_call_ids(reply.tool_calls, state.call_ids, state.iteration)
             assistant = Message(
                 role="assistant",
                 parts=(TextPart(text=reply.text),) if reply.text else (),
-                tool_calls=reply.tool_calls,
+                tool_calls=calls,
             )
             self._append(state, assistant)
-            if not reply.tool_calls:
+            if not calls:
                 await self._checkpoint(state, Boundary.AFTER_MODEL_CALL)
                 return self._result(state, RunStatus.COMPLETED)
-            pending = tuple(self._pending(state.agent, call) for call in reply.tool_calls)
+            pending = tuple(self._pending(state.agent, call) for call in calls)
             await self._checkpoint(state, Boundary.AFTER_MODEL_CALL, pending=pending)
             # Over budget, the reply is paid for and kept: a resume with more budget dispatches
             # what it asked for instead of paying for the same answer again.
@@ -635,6 +646,29 @@ class AgentRunner:
             if self.on_lease is not None:  # inside, so the lease goes back if it raises
                 await self.on_lease(lease.lease, False)
             yield lease
+
+
+def unique_call_ids(
+    calls: Sequence[ToolCall], taken: set[str], iteration: int
+) -> tuple[ToolCall, ...]:
+    """``calls`` with every id unique among ``taken`` and each other, and ``taken`` grown by them.
+
+    A reused id becomes ``<id>~<iteration>.<position>`` (suffixed further in the unlikely case
+    that is taken too): readable, and the same whichever worker asked, so a reply that is asked
+    for again after a crash gets the same ids again.
+    """
+    unique = []
+    for position, call in enumerate(calls):
+        if call.id in taken:
+            renamed = candidate = f"{call.id}~{iteration}.{position}"
+            suffix = 1
+            while candidate in taken:
+                suffix += 1
+                candidate = f"{renamed}.{suffix}"
+            call = call.model_copy(update={"id": candidate})
+        taken.add(call.id)
+        unique.append(call)
+    return tuple(unique)
 
 
 def _refuse_over_budget(state: _Run, *, at_most: bool = False) -> None:

@@ -37,14 +37,17 @@ def _wire_message(message: Message) -> dict[str, Any]:
 
 
 def _reply(body: dict[str, Any]) -> ModelReply:
+    """The reply in ``body``. A call without an id (some servers send none, or an empty one)
+    gets its place in the reply as one, as servers that number calls per reply do; the runner
+    makes every call id of a run unique, so such ids repeating across turns is harmless."""
     message = body["choices"][0]["message"]
     calls = tuple(
         ToolCall(
-            id=raw["id"],
+            id=raw.get("id") or f"call_{index}",
             name=raw["function"]["name"],
             arguments=json.loads(raw["function"].get("arguments") or "{}"),
         )
-        for raw in message.get("tool_calls") or ()
+        for index, raw in enumerate(message.get("tool_calls") or ())
     )
     usage = body.get("usage") or {}
     return ModelReply(
