@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -28,6 +29,7 @@ from agentrun.messages import Message, ToolCall, Usage
 from agentrun.runner.decisions import approval_request_id
 from agentrun.stores.backend import Backend
 from tests.cli.conftest import Cli
+from tests.support.cli import COMMAND
 
 DESCRIBE_DONE = [
     "run r  tenant t  agent booking",
@@ -328,3 +330,60 @@ def test_a_budget_stops_the_run_and_resume_can_raise_it(cli: Cli) -> None:
     # the kept reply's booking is dispatched without asking the model again: 4 calls in all
     assert raised.stdout.splitlines()[-1].startswith("run r completed at iteration 4, 6132 micros")
     assert len(services.bookings()) == 1
+
+
+NOT_UTF8 = os.fsdecode(b"run-\xff")
+"""What Python makes of a byte that is not UTF-8 on a command line: a lone surrogate."""
+
+
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        (("inspect", NOT_UTF8, "--tenant", "t"), "run id"),
+        (("inspect", "r", "--tenant", NOT_UTF8), "tenant"),
+        (("run", "booking", "--input", "go", "--tenant", "t", "--run-id", NOT_UTF8), "run id"),
+        (("run", "--resume", NOT_UTF8, "--tenant", "t"), "run id"),
+        (("resolve", NOT_UTF8, "--tenant", "t", "--call", "c1", "--did-not-run"), "run id"),
+    ],
+    ids=["inspect", "inspect-tenant", "run", "resume", "resolve"],
+)
+def test_an_id_that_is_not_utf8_is_refused_naming_it(
+    cli: Cli, command: tuple[str, ...], named: str
+) -> None:
+    done = cli(*command)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"{named} 'run-\\udcff' is not valid Unicode" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("schema", "postgres"),
+        ("inspect", "r", "--tenant", "t", "--json"),
+        ("run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id", "r2"),
+    ],
+    ids=["schema", "inspect", "run"],
+)
+def test_a_reader_that_stops_reading_is_no_error(cli: Cli, command: tuple[str, ...]) -> None:
+    """``agentrun schema postgres | head -1``: the reader closed the pipe before the command
+    wrote to it. The command does its work and exits 0, saying nothing; a run goes on to its end."""
+    _start(cli)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [*COMMAND, "--store", cli.store, *command],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli.env,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0, "")
+    if command[0] == "run":
+        inspected = cli("inspect", "r2", "--tenant", "t")
+        assert inspected.stdout.splitlines()[0] == "run r2  tenant t  agent booking"

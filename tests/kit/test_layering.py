@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "messages": 0,
     "frontier": 0,
     # contracts
+    "identifiers": 1,
     "idempotency": 1,
     "leases": 1,
     "history": 1,

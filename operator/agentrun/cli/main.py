@@ -36,7 +36,15 @@ Command = Callable[[argparse.Namespace, Backend], Awaitable[Exit]]
 
 
 def _say(line: str = "") -> None:
-    print(line, flush=True)
+    """Print ``line``. A reader that stopped reading (``agentrun schema postgres | head -1``)
+    is no error: the rest of the output goes nowhere and the command carries on to its end, so
+    a run whose progress nobody reads still finishes, and the exit code says what it did."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, sys.stdout.fileno())
+        os.close(nowhere)
 
 
 async def _frontier(backend: Backend, tenant: str, run_id: str) -> Checkpoint:

@@ -7,10 +7,11 @@ import asyncio
 
 import pytest
 
-from agentrun.errors import StaleFenceError
+from agentrun.errors import ConfigurationError, StaleFenceError
 from agentrun.idempotency import ClaimState, IdempotencyStore
-from agentrun.testing._base import ConformanceBase
-from agentrun.testing.hostile import HOSTILE_IDS
+from agentrun.identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
+from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
+from agentrun.testing.hostile import HOSTILE_IDS, longest
 
 
 class IdempotencyStoreConformance(ConformanceBase):
@@ -137,9 +138,10 @@ class IdempotencyStoreConformance(ConformanceBase):
 
     async def test_hostile_ids_never_collide(self, store: IdempotencyStore, tenant: str) -> None:
         for run_id in HOSTILE_IDS:
-            assert (await store.begin(tenant, run_id, run_id, holder=run_id, fence=1)).won
+            key = run_id[:MAX_KEY_BYTES]  # the id as a key too, as long as a key may be
+            assert (await store.begin(tenant, run_id, key, holder=run_id, fence=1)).won
         for run_id in HOSTILE_IDS:
-            record = await store.read(tenant, run_id, run_id)
+            record = await store.read(tenant, run_id, run_id[:MAX_KEY_BYTES])
             assert record is not None, run_id
             assert record.holder == run_id
 
@@ -223,4 +225,52 @@ class IdempotencyStoreConformance(ConformanceBase):
         )
         assert await store.records(tenant, "never-claimed") == ()
         await store.forget(tenant, "run")
+        assert await store.records(tenant, "run") == ()
+
+    async def test_a_nul_character_in_an_outcome_round_trips(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
+        await store.begin(tenant, "run", "k", holder="w1", fence=1)
+        await store.record(tenant, "run", "k", "a tool said \x00 here", holder="w1", fence=1)
+        await store.settle(tenant, "run", "person", "they typed \x00 too", by="alice")
+        recorded = await store.read(tenant, "run", "k")
+        settled = await store.read(tenant, "run", "person")
+        assert recorded is not None
+        assert settled is not None
+        assert (recorded.outcome, settled.outcome) == (
+            "a tool said \x00 here",
+            "they typed \x00 too",
+        )
+
+    async def test_ids_as_long_as_the_limit_are_kept(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
+        tenant, run_id = longest(MAX_ID_BYTES, tenant), longest(MAX_ID_BYTES, "run")
+        key = longest(MAX_KEY_BYTES, "key")
+        assert (await store.begin(tenant, run_id, key, holder="w1", fence=1)).won
+        await store.record(tenant, run_id, key, "done", holder="w1", fence=1)
+        record = await store.read(tenant, run_id, key)
+        assert record is not None
+        assert record.outcome == "done"
+        assert await store.settle(
+            tenant, run_id, longest(MAX_KEY_BYTES, "approval"), "yes", by="alice"
+        )
+        assert len(await store.records(tenant, run_id)) == 2
+        await store.forget(tenant, run_id)
+
+    async def test_ids_no_store_can_key_on_are_refused(
+        self, store: IdempotencyStore, tenant: str
+    ) -> None:
+        await refuses_unusable_ids(lambda t, r: store.begin(t, r, "k", holder="w1", fence=1))
+        await refuses_unusable_ids(lambda t, r: store.record(t, r, "k", "x", holder="w", fence=1))
+        await refuses_unusable_ids(lambda t, r: store.abandon(t, r, "k", holder="w1", fence=1))
+        await refuses_unusable_ids(lambda t, r: store.read(t, r, "k"))
+        await refuses_unusable_ids(store.records)
+        await refuses_unusable_ids(lambda t, r: store.settle(t, r, "k", "x", by="alice"))
+        await refuses_unusable_ids(store.forget)
+        too_long = "k" * (MAX_KEY_BYTES + 1)
+        with pytest.raises(ConfigurationError, match=r"^idempotency key"):
+            await store.begin(tenant, "run", too_long, holder="w1", fence=1)
+        with pytest.raises(ConfigurationError, match=r"^idempotency key"):
+            await store.settle(tenant, "run", too_long, "x", by="alice")
         assert await store.records(tenant, "run") == ()

@@ -8,9 +8,11 @@ import time
 
 import pytest
 
-from agentrun.errors import BudgetExceededError, StaleFenceError
+from agentrun.errors import BudgetExceededError, ConfigurationError, StaleFenceError
+from agentrun.identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
 from agentrun.ledger import Ledger
-from agentrun.testing._base import ConformanceBase
+from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
+from agentrun.testing.hostile import longest
 
 
 class LedgerConformance(ConformanceBase):
@@ -73,6 +75,21 @@ class LedgerConformance(ConformanceBase):
             f"on a run with one {short * 1000:.3f} ms"
         )
         assert await store.spent(tenant, "long") == self.charges_before + 1 + _TIMED
+
+    async def test_ids_as_long_as_the_limit_are_kept(self, store: Ledger, tenant: str) -> None:
+        tenant, run_id = longest(MAX_ID_BYTES, tenant), longest(MAX_ID_BYTES, "run")
+        charge_id = longest(MAX_KEY_BYTES, "charge")
+        assert await store.charge(tenant, run_id, charge_id, 7, budget=None, fence=1) == 7
+        assert await store.spent(tenant, run_id) == 7
+        await store.forget(tenant, run_id)
+
+    async def test_ids_no_store_can_key_on_are_refused(self, store: Ledger, tenant: str) -> None:
+        await refuses_unusable_ids(lambda t, r: store.charge(t, r, "c1", 1, budget=None, fence=1))
+        await refuses_unusable_ids(store.spent)
+        await refuses_unusable_ids(store.forget)
+        with pytest.raises(ConfigurationError, match=r"^charge id"):
+            await store.charge(tenant, "run", "c" * (MAX_KEY_BYTES + 1), 1, budget=None, fence=1)
+        assert await store.spent(tenant, "run") == 0
 
 
 _TIMED = 25

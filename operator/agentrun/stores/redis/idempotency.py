@@ -23,6 +23,7 @@ from agentrun.idempotency import (
     ListedRecord,
     not_holder,
 )
+from agentrun.identifiers import check_key
 from agentrun.stores.redis._shared import (
     RedisStore,
     RunKeys,
@@ -199,6 +200,7 @@ class RedisIdempotencyStore(RedisStore):
     ) -> Claim:
         micros = "" if ttl is None else str(ttl_micros(ttl))
         run = self._keys(tenant, run_id)
+        check_key("idempotency key", key)
         reply = await self._run(
             BEGIN,
             "claim an idempotency key",
@@ -291,6 +293,7 @@ class RedisIdempotencyStore(RedisStore):
         claimed_by: tuple[str, int] | None = None,
     ) -> bool:
         run = self._keys(tenant, run_id)
+        check_key("idempotency key", key)
         holder, fence = claimed_by if claimed_by is not None else ("", 0)
         reply = await self._run(
             SETTLE,
