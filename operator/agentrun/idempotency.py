@@ -18,7 +18,7 @@ import hashlib
 import json
 import math
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from enum import StrEnum
 from typing import Protocol
@@ -143,6 +143,73 @@ class IdempotencyStore(Protocol):
 
     async def forget(self, tenant: str, run_id: str) -> None:
         """Drop every record of the run."""
+
+
+class MaskedOutcomes:
+    """An idempotency store whose every outcome is masked on its way in: a tool's result as the
+    runner records it, a person's answer, an approval's decision. The frontier masks the same
+    result in the conversation; without this the store kept it in clear text next to it, until
+    the run was forgotten. A replayed outcome is therefore the masked one.
+
+    ``mask`` is ``Masker.outcome`` of the run's ``Masker``; ``masking`` wraps a store once.
+    """
+
+    def __init__(self, inner: IdempotencyStore, mask: Callable[[str], str]) -> None:
+        self.inner = inner
+        self.mask = mask
+
+    async def begin(
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        *,
+        holder: str,
+        fence: int,
+        ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
+    ) -> Claim:
+        return await self.inner.begin(
+            tenant, run_id, key, holder=holder, fence=fence, ttl=ttl, call_id=call_id, tool=tool
+        )
+
+    async def record(
+        self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
+    ) -> None:
+        await self.inner.record(tenant, run_id, key, self.mask(outcome), holder=holder, fence=fence)
+
+    async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
+        await self.inner.abandon(tenant, run_id, key, holder=holder, fence=fence)
+
+    async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
+        return await self.inner.read(tenant, run_id, key)
+
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        return await self.inner.records(tenant, run_id)
+
+    async def settle(
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        outcome: str | None,
+        *,
+        by: str,
+        claimed_by: tuple[str, int] | None = None,
+    ) -> bool:
+        masked = None if outcome is None else self.mask(outcome)
+        return await self.inner.settle(tenant, run_id, key, masked, by=by, claimed_by=claimed_by)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self.inner.forget(tenant, run_id)
+
+
+def masking(store: IdempotencyStore, mask: Callable[[str], str]) -> IdempotencyStore:
+    """``store`` with its outcomes masked by ``mask``; ``store`` itself if it already is."""
+    if isinstance(store, MaskedOutcomes) and store.mask == mask:
+        return store
+    return MaskedOutcomes(store, mask)
 
 
 def _canonical(value: JsonValue, path: str) -> JsonValue:

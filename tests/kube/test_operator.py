@@ -309,6 +309,7 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
 
     from agentrun.operator.kubeapi import KubeApi
     from agentrun.operator.status import StatusWriter, Superseded
+    from agentrun.redaction import Masker
 
     _apply(kube, "fenced", "slowbook")
     wait_for(
@@ -319,11 +320,11 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
     async def stale_write() -> None:
         # The client's loader is untyped; it returns an ApiClient.
         api = KubeApi(new_client_from_config(config_file=str(kube.kubeconfig)))  # type: ignore[no-untyped-call]
-        writer = StatusWriter(api, kube.namespace, "fenced")
+        writer = StatusWriter(api, kube.namespace, "fenced", Masker.build())
         writer.fence = current - 1
         with pytest.raises(Superseded):
             await writer.write({"iteration": 99})
-        newer = StatusWriter(api, kube.namespace, "fenced")
+        newer = StatusWriter(api, kube.namespace, "fenced", Masker.build())
         with pytest.raises(Superseded):
             await newer.take_over("impostor", current, resumed=False)
 

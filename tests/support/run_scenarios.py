@@ -8,17 +8,21 @@ five stores of a fresh backend. A crash is a ``Crash`` raised where the process 
 
 from __future__ import annotations
 
+import json
+import logging
 import uuid
+from collections.abc import Iterable, Iterator
 
 import pytest
 
 from agentrun.errors import IndeterminateToolCallError
 from agentrun.frontier import Boundary
 from agentrun.resume import plan_resume
-from agentrun.runner.decisions import resolve
+from agentrun.runner.decisions import approval_request_id, decide, resolve
 from agentrun.runner.providers.openai import OpenAIChatProvider
 from agentrun.runner.results import RunStatus
 from agentrun.stores.backend import Backend
+from tests.kit.secrets_corpus import SECRETS
 from tests.kit.stores import LosingCheckpointStore
 from tests.runner.helpers import (
     Boundaries,
@@ -33,6 +37,69 @@ from tests.runner.helpers import (
 from tests.runner.wire import chat_reply, endpoint
 
 NOTE_THEN_SMS = ([("note", {"item": "a"})], [("send_sms", {"item": "hi"})], "done")
+
+SECRET = {
+    secret.kind: secret
+    for secret in SECRETS
+    if secret.kind
+    in {
+        "github-classic",
+        "openai-project",
+        "anthropic",
+        "aws-access-key",
+        "jwt-bare",
+        "pem-rsa",
+        "slack-bot",
+        "stripe-secret",
+        "password-env",
+        "postgres-url",
+        "google",
+        "bearer",
+    }
+}
+"""Secrets of several kinds, each put somewhere else in a run (see the test that uses them)."""
+
+
+def _as_backend(stores: Stores) -> Backend:
+    """The stores as a ``Backend``, which is what the CLI and the operator write through."""
+    if isinstance(stores, Backend):
+        return stores
+    return Backend(
+        checkpoints=stores.checkpoints,
+        leases=stores.leases,
+        idempotency=stores.idempotency,
+        history=stores.history,
+        ledger=stores.ledger,
+    )
+
+
+def _parsed(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def texts_in(kept: Iterable[str | bytes]) -> Iterator[str]:
+    """Every text in ``kept`` as stored, and every string inside each one that is JSON (to any
+    depth: an outcome that is a JSON document inside a record that is one), so that a secret
+    escaped by an encoder (a PEM key's newlines, a slash) is still found."""
+
+    def inside(value: object) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+            if value[:1] in ("{", "[", '"'):
+                yield from inside(_parsed(value))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                yield from inside(key)
+                yield from inside(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from inside(item)
+
+    for item in kept:
+        yield from inside(item.decode("utf-8", "replace") if isinstance(item, bytes) else item)
 
 
 def _losing_turn(stores: Stores, turn: int) -> tuple[Backend, LosingCheckpointStore]:
@@ -54,6 +121,91 @@ class RunScenarios:
     @pytest.fixture
     def tenant(self) -> str:
         return f"tenant-{uuid.uuid4().hex[:12]}"
+
+    async def kept(self, stores: Stores, tenant: str) -> list[str | bytes]:
+        """Everything the stores keep for ``tenant``: every key, field and value, as stored."""
+        raise NotImplementedError
+
+    async def test_nothing_secret_is_kept_from_a_run_full_of_secrets(
+        self, stores: Stores, tenant: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Secrets in the input, in the model's replies, in tool arguments and results, in an
+        approval's reason and in a person's answer; afterwards, every table, key and row the
+        stores keep for the run, and the log, hold none of them."""
+        caplog.set_level(logging.DEBUG)
+        backend = _as_backend(stores)
+
+        async def fails(item: str) -> None:
+            if item.endswith("first try"):
+                raise RuntimeError(f"gateway timed out sending {item}")
+
+        probes = {
+            "lookup": Probe("lookup"),
+            "charge": Probe("charge"),
+            "sms": Probe("sms"),
+            "refund": Probe("refund"),
+            "flaky": Probe("flaky", during=fails),
+        }
+        defined = agent(
+            probes["lookup"].tool(read_only=True),
+            probes["charge"].tool(key_arguments=("item",)),
+            probes["sms"].tool(),
+            probes["refund"].tool(requires_approval=True),
+            probes["flaky"].tool(),
+        )
+        turns = script(
+            [
+                ("lookup", {"item": SECRET["github-classic"].text}),
+                ("charge", {"item": SECRET["stripe-secret"].text}),
+                ("sms", {"item": SECRET["slack-bot"].text}),
+            ],
+            [("refund", {"item": "order-7"})],
+            [("flaky", {"item": f"{SECRET['pem-rsa'].text} first try"})],
+            f"all done; your new key is {SECRET['openai-project'].text}",
+        )
+        # The model's text of every turn but the last is "turn N"; make one carry a secret.
+        replies = list(turns.script)
+        replies[0] = replies[0].model_copy(update={"text": SECRET["jwt-bare"].text})
+        turns.script = tuple(replies)
+        first = runner(backend, turns, history=True)
+        stopped = await first.run(
+            defined, f"use {SECRET['aws-access-key'].text}", tenant=tenant, run_id="r"
+        )
+        assert stopped.status is RunStatus.AWAITING_APPROVAL
+        request = approval_request_id(tenant, "r", "c1_0")
+        reason = f"fine, and the refund API takes {SECRET['password-env'].text}"
+        await decide(
+            backend.idempotency, tenant, "r", request, approved=True, by="al", reason=reason
+        )
+
+        second = runner(backend, turns, holder="worker-b", history=True)
+        with pytest.raises(IndeterminateToolCallError):
+            await second.resume(defined, "r", tenant=tenant)
+        checkpoint = await second.checkpoints.latest(tenant, "r")
+        assert checkpoint is not None
+        answer = f"it went out; the gateway said {SECRET['postgres-url'].text}"
+        assert await resolve(
+            backend.idempotency,
+            checkpoint,
+            "c2_0",
+            ran=True,
+            result=answer,
+            by="bob",
+            history=backend.history,
+        )
+        third = runner(backend, turns, holder="worker-c", history=True)
+        done = await third.resume(defined, "r", tenant=tenant)
+        assert done.status is RunStatus.COMPLETED
+        assert probes["refund"].calls == ["order-7"]
+        assert len(probes["flaky"].calls) == 1
+
+        texts = list(texts_in(await self.kept(stores, tenant)))
+        assert texts, "the stores keep nothing for the run: the dump is broken"
+        assert any("[REDACTED]" in text for text in texts)
+        texts.append(caplog.text)
+        for kind, secret in SECRET.items():
+            found = [text[:200] for text in texts if secret.secret in text]
+            assert not found, f"the {kind} secret is kept in clear text: {found}"
 
     @pytest.mark.parametrize("died", ["in_flight", "completed"])
     async def test_a_call_no_frontier_names_is_refused_until_a_person_answers(

@@ -1,4 +1,9 @@
-"""Operator start-up and shut-down: settings, the stores, the API client, metrics, agents."""
+"""Operator start-up and shut-down: settings, the stores, the API client, metrics, agents.
+
+Start-up also points everything the operator writes for people at the backend's ``Masker``: the
+status writers take it from the backend, events (``events.mask_with``) and the log
+(``mask_the_log``) are set here, before the first run is picked up.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,23 @@ from typing import Any
 
 import kopf
 
+from agentrun.operator import events
 from agentrun.operator.config import OperatorConfig
 from agentrun.operator.context import OperatorContext
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
+from agentrun.redaction import Masker, MaskingFilter
 from agentrun.runner.registry import registered_agents
 from agentrun.stores.backend import open_backend
+
+
+def mask_the_log(masker: Masker) -> None:
+    """Mask every log line the operator writes: the per-run lines (``kopf.objects``, which kopf
+    also posts as events) where they are made, and everything else at the root's handlers, where
+    the kit's own loggers (a tool's output quoted by the runner) arrive."""
+    logging.getLogger("kopf.objects").addFilter(MaskingFilter(masker))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(MaskingFilter(masker))
 
 
 async def start(
@@ -28,6 +44,8 @@ async def start(
     )
     settings.posting.level = logging.ERROR
     backend = await open_backend(config.store_url)
+    events.mask_with(backend.masker)
+    mask_the_log(backend.masker)
     metrics = Metrics()
     metrics.serve(config.metrics_port)
     agents = registered_agents()

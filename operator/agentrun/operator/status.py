@@ -18,6 +18,10 @@ the conditions' generation it stamps stale. So such a patch also ``test``s the g
 computed from. If any test fails, or the patch no longer applies, the holder reads the object and
 decides as before: superseded if the fence moved, else written again from what it read. That
 halves the requests a run costs the API server (a GET preceded every write).
+
+Every string a patch writes (a condition's message, the checkpoint's last error, a run's final
+answer) is masked with the backend's ``Masker`` in ``_operations``, which builds every patch:
+the status is stored by the API server and read by anyone who may read the AgentRun.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 from agentrun.operator.conditions import Status, initial_conditions, set_condition
 from agentrun.operator.kubeapi import KubeApi, Rejected
+from agentrun.redaction import Masker
 
 ConditionUpdate = tuple[str, Status, str, str]
 ATTEMPTS = 5
@@ -52,10 +57,11 @@ def _remembered(run: dict[str, Any]) -> dict[str, Any]:
 
 
 class StatusWriter:
-    def __init__(self, api: KubeApi, namespace: str, name: str) -> None:
+    def __init__(self, api: KubeApi, namespace: str, name: str, masker: Masker) -> None:
         self.api = api
         self.namespace = namespace
         self.name = name
+        self.masker = masker
         self.fence: int | None = None
         self._patched: dict[str, Any] | None = None
         """The object as this holder's last patch returned it; None when not holding."""
@@ -77,16 +83,23 @@ class StatusWriter:
             f"status of {self.namespace}/{self.name} is held by a newer fence than {self.fence}"
         )
 
-    @staticmethod
     def _operations(
-        current: dict[str, Any], fields: dict[str, Any], conditions: Sequence[ConditionUpdate]
+        self,
+        current: dict[str, Any],
+        fields: dict[str, Any],
+        conditions: Sequence[ConditionUpdate],
     ) -> list[dict[str, Any]]:
         status = current.get("status") or {}
         generation = int(current["metadata"].get("generation", 1))
         merged = status.get("conditions") or initial_conditions(generation)
         for type_, value, reason, message in conditions:
-            merged = set_condition(merged, type_, value, reason, message, generation=generation)
-        body = {**fields, "conditions": merged, "observedGeneration": generation}
+            masked = self.masker.text(message)
+            merged = set_condition(merged, type_, value, reason, masked, generation=generation)
+        body: dict[str, Any] = {
+            **{key: self.masker.json(item) for key, item in fields.items()},
+            "conditions": merged,
+            "observedGeneration": generation,
+        }
         operations: list[dict[str, Any]] = []
         if "status" not in current:
             operations.append({"op": "add", "path": "/status", "value": {}})

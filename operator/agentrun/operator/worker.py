@@ -82,7 +82,7 @@ class RunWorker:
         self.namespace: str = meta["namespace"]
         self.name: str = meta["name"]
         self.run_id: str = meta["uid"]
-        self.status = StatusWriter(context.api, self.namespace, self.name)
+        self.status = StatusWriter(context.api, self.namespace, self.name, context.backend.masker)
         self.log = logger
         self.tenant: str | None = None
         self._refused_checkpoint = False

@@ -44,7 +44,7 @@ from agentrun.errors import (
     RevisionMismatchError,
 )
 from agentrun.frontier import Boundary, Checkpoint, PendingApproval, PendingCall
-from agentrun.idempotency import ClaimState, IdempotencyStore, derive_key, remote_key
+from agentrun.idempotency import ClaimState, IdempotencyStore, derive_key, masking, remote_key
 from agentrun.leases import Leaseholder, LeasePolicy, LeaseStore, RunLease, default_holder
 from agentrun.ledger import Ledger
 from agentrun.messages import Message, TextPart, ToolCall, Usage
@@ -139,8 +139,10 @@ class AgentRunner:
         ``on_result`` hears how the run stopped while its lease is still held, so what it
         records lands before another worker can take the run."""
         self.provider = provider
-        self.idempotency = idempotency
         self.checkpoints = checkpoints
+        self.masker = checkpoints.masker
+        # Outcomes are masked as the frontier masks them (see ``MaskedOutcomes``).
+        self.idempotency = masking(idempotency, self.masker.outcome)
         self.leases = leases
         self.ledger = ledger
         self.prices = prices
@@ -170,7 +172,10 @@ class AgentRunner:
             provider=registered.provider(),
             idempotency=backend.idempotency,
             checkpoints=Checkpointer(
-                backend.checkpoints, checkpoint_policy, history=backend.history
+                backend.checkpoints,
+                checkpoint_policy,
+                history=backend.history,
+                masker=backend.masker,
             ),
             leases=backend.leases,
             ledger=backend.ledger,
@@ -548,8 +553,7 @@ class AgentRunner:
         except BaseException:
             # The call stays in flight, so a resume refuses it and a person must answer; say
             # what it returned (masked like a frontier, and cut short), so that they can.
-            redactor = self.checkpoints.redactor
-            shown = outcome if redactor is None else redactor.mask(outcome)
+            shown = self.masker.text(outcome)
             logger.error(
                 "tool %s (call %s) of run %s returned, but its outcome could not be recorded: %s",
                 tool.name,

@@ -2,6 +2,11 @@
 
 ``open_backend`` picks the adapter by the URL's scheme and imports its driver only then, so a
 kit that never talks to Redis never needs ``redis`` installed.
+
+A backend carries the ``Masker`` everything written for its runs is masked with, and its
+idempotency store is wrapped with it (``MaskedOutcomes``) as it is built: so a tool's outcome, a
+person's answer and an approval's reason are masked whoever records them (the runner, the CLI,
+the operator), and the ``Checkpointer`` and the operator take the same masker from here.
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ from urllib.parse import urlsplit
 from agentrun.checkpointing import CheckpointStore
 from agentrun.errors import ConfigurationError
 from agentrun.history import HistoryStore
-from agentrun.idempotency import IdempotencyStore
+from agentrun.idempotency import IdempotencyStore, masking
 from agentrun.leases import LeaseStore
 from agentrun.ledger import Ledger
+from agentrun.redaction import Masker
 
 
 async def _nothing() -> None:
@@ -31,6 +37,10 @@ class Backend:
     ledger: Ledger
     url: str = "memory://"
     closer: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
+    masker: Masker = field(default_factory=Masker.build, repr=False)
+
+    def __post_init__(self) -> None:
+        self.idempotency = masking(self.idempotency, self.masker.outcome)
 
     async def close(self) -> None:
         await self.closer()
