@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.kube.operator_agents import LEAKED
 from tests.support.kube import Kube
 from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer, redis_server
@@ -373,6 +374,32 @@ def test_deleting_a_run_forgets_it_in_the_stores(
     assert asyncio.run(latest()) is None
     keys = redis.cli("--scan", "--pattern", f"*{uid}*").split()
     assert all(key.endswith(":fence") or key.endswith(":lease") for key in keys), keys
+
+
+def test_no_secret_reaches_the_status_the_events_the_log_or_the_store(
+    kube: Kube, operators: Operators, redis: RedisServer
+) -> None:
+    """``leaky``'s tool returns an access token, logs it, and the model repeats it in its final
+    answer, which the operator writes into the Succeeded condition. Masked everywhere."""
+    _apply(kube, "leaky", "leaky")
+    wait_for(
+        "leaky to succeed",
+        lambda: _is(kube, "leaky", "Succeeded", "True", "Completed"),
+        60,
+        operators.logs,
+    )
+    assert _condition(kube, "leaky", "Succeeded")["message"] == "Here it is: [REDACTED]"
+    uid = _get(kube, "leaky")["metadata"]["uid"]
+    kept = [kube.kubectl("get", "agentrun", "leaky", "-o", "json").stdout]
+    kept.append(kube.kubectl("get", "events", "-o", "json").stdout)
+    kept.extend(replica.output() for replica in operators.replicas)
+    for key in redis.cli("--scan", "--pattern", f"*{uid}*").split():
+        kind = redis.cli("TYPE", key).strip()
+        kept.append(redis.cli("HGETALL" if kind == "hash" else "GET", key))
+    assert any("report q3 is ready; open it with [REDACTED]" in text for text in kept)
+    assert any("fetched report q3, token [REDACTED]" in text for text in kept)
+    leaks = [text[:300] for text in kept if LEAKED in text]
+    assert not leaks, leaks
 
 
 def test_the_store_going_away_mid_run_shows_and_recovers(
