@@ -387,3 +387,40 @@ def test_a_reader_that_stops_reading_is_no_error(cli: Cli, command: tuple[str, .
     if command[0] == "run":
         inspected = cli("inspect", "r2", "--tenant", "t")
         assert inspected.stdout.splitlines()[0] == "run r2  tenant t  agent booking"
+
+
+async def test_a_call_no_frontier_names_exits_4_until_a_person_answers(
+    cli: Cli, backend: Backend
+) -> None:
+    """A text was being sent for the run after its newest frontier, which was then lost: the
+    frontier left does not name it, its record does."""
+    _start(cli)
+    await backend.idempotency.begin(
+        "t", "r", marker_key("call_9_0"), holder="gone", fence=1, call_id="call_9_0",
+        tool="notify_passenger",
+    )  # fmt: skip
+    inspected = cli("inspect", "r", "--tenant", "t")
+    assert inspected.returncode == 0
+    assert (
+        "  call_9_0  notify_passenger  not_in_any_frontier: refuse until a person answers"
+        in inspected.stdout
+    )
+    assert "(dispatched by gone (fence 1) after the newest frontier was written, and in flight" in (
+        inspected.stdout
+    )
+    calls = json.loads(cli("inspect", "r", "--tenant", "t", "--json").stdout)["calls"]
+    assert [(c["call_id"], c["disposition"]) for c in calls] == [
+        ("call_9_0", "not_in_any_frontier")
+    ]
+    refused = cli("run", "--resume", "r", "--tenant", "t")
+    assert refused.returncode == 4
+    assert "notify_passenger (call call_9_0) was dispatched after its newest checkpoint" in (
+        refused.stderr
+    )
+    answered = cli(
+        "resolve", "r", "--tenant", "t", "--call", "call_9_0", "--ran", "--result", "sent",
+        "--by", "bob",
+    )  # fmt: skip
+    assert answered.returncode == 0, answered.stderr
+    assert "no outstanding calls" in cli("inspect", "r", "--tenant", "t").stdout
+    assert cli("run", "--resume", "r", "--tenant", "t").returncode == 0
