@@ -50,9 +50,12 @@ from agentrun.idempotency import (
     ClaimState,
     IdempotencyRecord,
     IdempotencyStore,
+    ListedRecord,
+    MaskedOutcomes,
     derive_key,
     marker_key,
 )
+from agentrun.identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
 from agentrun.leases import (
     Leaseholder,
     LeasePolicy,
@@ -62,7 +65,7 @@ from agentrun.leases import (
 )
 from agentrun.ledger import Ledger
 from agentrun.messages import BinaryPart, Message, TextPart, ToolCall, Usage
-from agentrun.redaction import Redactor
+from agentrun.redaction import Masker, MaskingFilter, Redactor
 from agentrun.resume import (
     CallDecision,
     CarriedRun,
@@ -86,6 +89,8 @@ from agentrun.stores.memory import (
 __all__ = [
     "CHECKPOINT_FORMAT",
     "DEFAULT_CONTINUATION",
+    "MAX_ID_BYTES",
+    "MAX_KEY_BYTES",
     "AgentRunError",
     "Authority",
     "BinaryPart",
@@ -113,6 +118,10 @@ __all__ = [
     "LeaseStore",
     "Leaseholder",
     "Ledger",
+    "ListedRecord",
+    "MaskedOutcomes",
+    "Masker",
+    "MaskingFilter",
     "MemoryBackend",
     "MemoryCheckpointStore",
     "MemoryHistoryStore",

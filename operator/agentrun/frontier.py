@@ -136,7 +136,8 @@ def decode(payload: bytes | str, *, run_id: str | None = None) -> Checkpoint:
     except (ValueError, UnicodeDecodeError) as exc:
         raise CheckpointFormatError(run_id, f"unparseable ({exc})", CHECKPOINT_FORMAT) from exc
     if not isinstance(raw, dict):
-        kind = {list: "array", str: "string", bool: "boolean"}.get(type(raw), "number or null")
+        kinds = {list: "array", str: "string", bool: "boolean", type(None): "null"}
+        kind = kinds.get(type(raw), "number")
         raise CheckpointFormatError(
             run_id, f"a JSON {kind} where a frontier object belongs", CHECKPOINT_FORMAT
         )

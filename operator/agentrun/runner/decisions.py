@@ -63,6 +63,24 @@ async def decision_for(
     return ApprovalDecision.model_validate_json(record.outcome)
 
 
+async def _unnamed(
+    idempotency: IdempotencyStore, checkpoint: Checkpoint, history: HistoryStore | None
+) -> dict[str, str]:
+    """Call id -> tracking key of every call of the run that no frontier names."""
+    transcript = None
+    if checkpoint.history_handle is not None:
+        if history is None:
+            raise ConfigurationError(
+                f"run {checkpoint.run_id!r} keeps its transcript out of line: to find the calls "
+                "no frontier names, give the history store (history=...) that holds it"
+            )
+        transcript = await load_transcript(
+            history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle
+        )
+    plan = await plan_resume(checkpoint, idempotency, transcript)
+    return {record.call_id or record.key: record.key for record in plan.unaccounted}
+
+
 async def answerable(
     idempotency: IdempotencyStore, checkpoint: Checkpoint, history: HistoryStore | None = None
 ) -> dict[str, str]:
@@ -70,15 +88,7 @@ async def answerable(
     in ``checkpoint``, and each call no frontier names (``history`` resolves an out-of-line
     transcript, which says which recorded calls the conversation already answers)."""
     calls = {pending.call.id: tracking_key(pending) for pending in checkpoint.pending}
-    transcript = (
-        None
-        if checkpoint.history_handle is None or history is None
-        else await load_transcript(
-            history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle
-        )
-    )
-    plan = await plan_resume(checkpoint, idempotency, transcript)
-    calls.update((record.call_id or record.key, record.key) for record in plan.unaccounted)
+    calls.update(await _unnamed(idempotency, checkpoint, history))
     return calls
 
 
@@ -94,19 +104,25 @@ async def resolve(
 ) -> bool:
     """Record a person's answer for a call of the run that is still undecidable: one
     outstanding in ``checkpoint`` whose record is in flight, or one that no frontier names
-    (see ``answerable``). False, and nothing written, otherwise.
+    (``history`` is needed to find those when the transcript is out of line). False, and
+    nothing written, otherwise.
 
     Call it holding the run's lease: then no worker is dispatching the call meanwhile, and an
     answer given twice cannot wipe out the dispatch the first one allowed.
     """
-    calls = await answerable(idempotency, checkpoint, history)
-    key = calls.get(call_id)
-    if key is None:
-        outstanding = ", ".join(calls) or "none"
-        raise ConfigurationError(
-            f"run {checkpoint.run_id!r} has no outstanding call {call_id!r} "
-            f"(outstanding: {outstanding}); check the id with `agentrun inspect`"
-        )
+    pending = next((p for p in checkpoint.pending if p.call.id == call_id), None)
+    if pending is not None:
+        key = tracking_key(pending)
+    else:
+        unnamed = await _unnamed(idempotency, checkpoint, history)
+        if call_id not in unnamed:
+            named = [p.call.id for p in checkpoint.pending]
+            outstanding = ", ".join([*named, *unnamed]) or "none"
+            raise ConfigurationError(
+                f"run {checkpoint.run_id!r} has no outstanding call {call_id!r} "
+                f"(outstanding: {outstanding}); check the id with `agentrun inspect`"
+            )
+        key = unnamed[call_id]
     if ran and result is None:
         raise ConfigurationError("--ran needs --result: the result the call had")
     record = await idempotency.read(checkpoint.tenant, checkpoint.run_id, key)
@@ -114,7 +130,7 @@ async def resolve(
         return False
     if record.state is ClaimState.IN_FLIGHT:
         claimed_by: tuple[str, int] | None = (record.holder, record.fence)
-    elif all(pending.call.id != call_id for pending in checkpoint.pending):
+    elif pending is None:
         claimed_by = None  # completed, and no frontier names it: the person accounts for it
     else:
         return False
