@@ -18,9 +18,9 @@ built afresh, as in the runner, which appends to one list. Per boundary, interle
 * ``raw`` — the same bytes on the same server without the kit, over the same kind of connection:
   ``SET key bytes`` on a client made like the stores' (``agentrun.stores.redis.open_client``: the
   same blocking pool, timeouts and protocol) on Redis; a single-statement upsert into a plain
-  ``(key text PRIMARY KEY, value jsonb)`` table whose column has the compression the store's
-  checkpoint column has on PostgreSQL; ``INSERT OR REPLACE`` in one ``BEGIN IMMEDIATE``
-  transaction on a connection with the store's pragmas on SQLite.
+  ``(key text PRIMARY KEY, value bytea)`` table whose column has the compression the store's
+  checkpoint column (also ``bytea``) has on PostgreSQL; ``INSERT OR REPLACE`` in one
+  ``BEGIN IMMEDIATE`` transaction on a connection with the store's pragmas on SQLite.
 
 Other baselines for the same bytes, to show what each choice costs: on Redis a ``SET`` through
 redis-py's default pool (cheaper to check out than the blocking pool, which waits rather than
@@ -309,8 +309,9 @@ class RawRedis:
 
 class RawPostgres:
     """A single-statement upsert into a plain ``(key text PRIMARY KEY, value ...)`` table: ``bytea``
-    or ``jsonb`` with PostgreSQL's defaults, or (``as_store``) ``jsonb`` with the compression the
-    store's checkpoint column has in this database (the published DDL sets it)."""
+    or ``jsonb`` with PostgreSQL's defaults, or (``as_store``) ``bytea``, as the store's
+    checkpoint column is, with the compression that column has in this database (the published
+    DDL sets it)."""
 
     def __init__(self, pool: asyncpg.Pool, column: str, *, as_store: bool = False) -> None:
         self._pool = pool
@@ -620,7 +621,7 @@ async def targets(folder: Path, names: Sequence[str]) -> AsyncIterator[list[Targ
                         Target(
                             "PostgreSQL",
                             backend,
-                            RawPostgres(pool, "jsonb", as_store=True),
+                            RawPostgres(pool, "bytea", as_store=True),
                             (RawPostgres(pool, "bytea"), RawPostgres(pool, "jsonb")),
                         )
                     )

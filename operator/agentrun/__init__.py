@@ -42,11 +42,18 @@ from agentrun.frontier import (
     describe,
 )
 from agentrun.history import HistoryStore
-from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, IdempotencyStore
+from agentrun.idempotency import (
+    Claim,
+    ClaimState,
+    IdempotencyRecord,
+    IdempotencyStore,
+    ListedRecord,
+)
+from agentrun.identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
 from agentrun.leases import Leaseholder, LeasePolicy, LeaseStore, RunLease
 from agentrun.ledger import Ledger
 from agentrun.messages import BinaryPart, Message, TextPart, ToolCall, Usage
-from agentrun.redaction import Redactor
+from agentrun.redaction import Masker, MaskingFilter, Redactor
 from agentrun.resume import (
     CallDecision,
     CarriedRun,
@@ -83,6 +90,8 @@ from agentrun.stores.memory import (
 __all__ = [
     "CHECKPOINT_FORMAT",
     "DEFAULT_CONTINUATION",
+    "MAX_ID_BYTES",
+    "MAX_KEY_BYTES",
     "AgentDefinition",
     "AgentRunError",
     "AgentRunner",
@@ -113,6 +122,9 @@ __all__ = [
     "LeaseStore",
     "Leaseholder",
     "Ledger",
+    "ListedRecord",
+    "Masker",
+    "MaskingFilter",
     "MemoryBackend",
     "MemoryCheckpointStore",
     "MemoryHistoryStore",

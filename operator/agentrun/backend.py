@@ -5,6 +5,12 @@ so that whatever takes a backend (the runner, the CLI, the operator) names no ad
 backend satisfies it as it is, and each adapter's ``open_backend`` returns a ``StoreSet``. That
 keeps the adapters from importing one another through a shared concrete class.
 
+A backend carries the ``Masker`` everything written for its runs is masked with, and an
+adapter's idempotency store is wrapped with it (``MaskedOutcomes``) as the ``StoreSet`` is built:
+so a tool's outcome, a person's answer and an approval's reason are masked whoever records them
+(the runner, the CLI, the operator), and the ``Checkpointer`` and the operator take the same
+masker from here.
+
 ``CheckpointStore`` is here too: it is the one store contract without a module of its own, since
 what it stores is ``frontier``'s and how a frontier is written is ``checkpointing``'s.
 """
@@ -16,9 +22,10 @@ from dataclasses import dataclass, field
 from typing import Protocol, Self
 
 from agentrun.history import HistoryStore
-from agentrun.idempotency import IdempotencyStore
+from agentrun.idempotency import IdempotencyStore, masking
 from agentrun.leases import LeaseStore
 from agentrun.ledger import Ledger
+from agentrun.redaction import Masker
 
 
 class CheckpointStore(Protocol):
@@ -57,6 +64,10 @@ class Backend(Protocol):
     def url(self) -> str:
         """Where the stores are, with no password in it (it goes into logs)."""
 
+    @property
+    def masker(self) -> Masker:
+        """What every string written for a run is masked with (see the module)."""
+
     async def close(self) -> None: ...
 
     async def __aenter__(self) -> Self: ...
@@ -79,6 +90,10 @@ class StoreSet:
     ledger: Ledger
     url: str
     closer: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
+    masker: Masker = field(default_factory=Masker.build, repr=False)
+
+    def __post_init__(self) -> None:
+        self.idempotency = masking(self.idempotency, self.masker.outcome)
 
     async def close(self) -> None:
         await self.closer()

@@ -35,7 +35,7 @@ from agentrun.errors import CheckpointTooLargeError, HistoryUnavailableError, St
 from agentrun.frontier import Boundary, Checkpoint, decode, encode_message, encode_spliced
 from agentrun.history import HistoryStore, append_transcript, load_transcript
 from agentrun.messages import Message
-from agentrun.redaction import Redactor
+from agentrun.redaction import Masker, Redactor
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -144,11 +144,16 @@ class Checkpointer:
         extra_patterns: Iterable[str] = (),
         redact: bool = True,
         history: HistoryStore | None = None,
+        masker: Masker | None = None,
     ) -> None:
+        """``masker`` is the run's redaction, shared with what else writes for the run (a
+        backend's, see ``Backend.masker``); without one, ``extra_patterns`` and ``redact`` build
+        it. ``self.masker`` is what the runner masks everything else it writes with."""
         self.store = store
         self.policy = policy or CheckpointPolicy()
         self.history = history
-        self.redactor: Redactor | None = Redactor.build(extra_patterns) if redact else None
+        self.masker = masker or Masker.build(extra_patterns, redact=redact)
+        self.redactor = self.masker.redactor
         self._messages = _MessageMemo(self.redactor)
         self.last_error: Exception | None = None
         self.last_write: WriteReceipt | None = None

@@ -98,18 +98,40 @@ class CheckpointFormatError(AgentRunError):
 
 
 class IndeterminateToolCallError(AgentRunError):
-    """Some outstanding tool calls may or may not have happened; the kit refuses to guess."""
+    """Some outstanding tool calls may or may not have happened; the kit refuses to guess.
+
+    ``unnamed`` are calls dispatched after the run's newest frontier was written (it was lost,
+    or never written): no frontier names them, so the conversation a resume carries on does not
+    know them, whether they are in flight or completed. ``calls`` holds every call of both kinds,
+    (call id, tool) each, as a person answers for them.
+    """
 
     outcome = Outcome.INDETERMINATE
 
-    def __init__(self, run_id: str, calls: Sequence[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        calls: Sequence[tuple[str, str]],
+        *,
+        unnamed: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self.run_id = run_id
-        self.calls = tuple(calls)
-        named = ", ".join(f"{name} (call {call_id})" for call_id, name in self.calls)
+        self.unnamed = tuple(unnamed)
+        self.calls = tuple(calls) + self.unnamed
+        said = []
+        if calls:
+            named = ", ".join(f"{name} (call {call_id})" for call_id, name in calls)
+            said.append(f"nobody can say whether {named} happened")
+        if unnamed:
+            named = ", ".join(f"{name} (call {call_id})" for call_id, name in self.unnamed)
+            said.append(
+                f"{named} was dispatched after its newest checkpoint was written, so the "
+                "conversation it would carry on does not know whether it happened"
+            )
         super().__init__(
-            f"run {run_id!r} cannot be carried on: nobody can say whether {named} happened. "
-            "Check the tool's own status (or ask a person), then record the answer with "
-            "`agentrun resolve` (it ran, with this result / it did not run) and resume."
+            f"run {run_id!r} cannot be carried on: {'; and '.join(said)}. Check the tool's own "
+            "status (or ask a person), then record the answer with `agentrun resolve` (it ran, "
+            "with this result / it did not run) and resume."
         )
 
 

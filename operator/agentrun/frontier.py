@@ -142,7 +142,13 @@ def decode(payload: bytes | str, *, run_id: str | None = None) -> Checkpoint:
         raw = json.loads(payload)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CheckpointFormatError(run_id, f"unparseable ({exc})", CHECKPOINT_FORMAT) from exc
-    version = raw.get("format_version") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict):
+        kinds = {list: "array", str: "string", bool: "boolean", type(None): "null"}
+        kind = kinds.get(type(raw), "number")
+        raise CheckpointFormatError(
+            run_id, f"a JSON {kind} where a frontier object belongs", CHECKPOINT_FORMAT
+        )
+    version = raw.get("format_version")
     if type(version) is not int or not 1 <= version <= CHECKPOINT_FORMAT:
         raise CheckpointFormatError(run_id, version, CHECKPOINT_FORMAT)
     try:

@@ -18,7 +18,7 @@ import hashlib
 import json
 import math
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from enum import StrEnum
 from typing import Protocol
@@ -43,6 +43,9 @@ class IdempotencyRecord(FrozenModel):
     """What the store holds under one key of one run.
 
     ``remaining`` is the claim's time left on the store's clock, when the record has a TTL.
+    ``call_id`` and ``tool`` name the call whose dispatch made the claim, so a resume can tell a
+    record that no frontier names (see ``resume.plan_resume``); they are None for a record that
+    is no call's (an approval, the resume claim, a person's answer).
     """
 
     key: str
@@ -51,6 +54,20 @@ class IdempotencyRecord(FrozenModel):
     fence: int = Field(ge=0)
     outcome: str | None = None
     remaining: float | None = None
+    call_id: str | None = None
+    tool: str | None = None
+
+
+class ListedRecord(FrozenModel):
+    """A record as ``IdempotencyStore.records`` lists it: what it is and whose, without its
+    outcome, which can be a tool's whole output (``read`` returns that)."""
+
+    key: str
+    state: ClaimState
+    holder: str
+    fence: int = Field(ge=0)
+    call_id: str | None = None
+    tool: str | None = None
 
 
 class Claim(FrozenModel):
@@ -86,8 +103,11 @@ class IdempotencyStore(Protocol):
         holder: str,
         fence: int,
         ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
     ) -> Claim:
-        """Claim ``key`` in flight unless a live record holds it; never overwrite one."""
+        """Claim ``key`` in flight unless a live record holds it; never overwrite one.
+        ``call_id`` and ``tool`` name the call the claim is for, kept with the record."""
 
     async def record(
         self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
@@ -100,6 +120,9 @@ class IdempotencyStore(Protocol):
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
         """The live record under ``key``, or None (an expired claim reads as None)."""
 
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        """Every live record of the run, in no particular order (an expired claim is none)."""
+
     async def settle(
         self,
         tenant: str,
@@ -111,7 +134,8 @@ class IdempotencyStore(Protocol):
         claimed_by: tuple[str, int] | None = None,
     ) -> bool:
         """A person's answer for an undecidable call: it ran with ``outcome``, or (None) it
-        did not run. Not fenced: a person outranks every worker.
+        did not run. Not fenced: a person outranks every worker. The answer is no call's
+        record any more (``call_id`` and ``tool`` become None): the person accounts for it.
 
         ``claimed_by`` is the (holder, fence) of the in-flight claim the person answered: the
         answer is written only while that claim is still the record, atomically. An answer
@@ -121,6 +145,73 @@ class IdempotencyStore(Protocol):
 
     async def forget(self, tenant: str, run_id: str) -> None:
         """Drop every record of the run."""
+
+
+class MaskedOutcomes:
+    """An idempotency store whose every outcome is masked on its way in: a tool's result as the
+    runner records it, a person's answer, an approval's decision. The frontier masks the same
+    result in the conversation; without this the store kept it in clear text next to it, until
+    the run was forgotten. A replayed outcome is therefore the masked one.
+
+    ``mask`` is ``Masker.outcome`` of the run's ``Masker``; ``masking`` wraps a store once.
+    """
+
+    def __init__(self, inner: IdempotencyStore, mask: Callable[[str], str]) -> None:
+        self.inner = inner
+        self.mask = mask
+
+    async def begin(
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        *,
+        holder: str,
+        fence: int,
+        ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
+    ) -> Claim:
+        return await self.inner.begin(
+            tenant, run_id, key, holder=holder, fence=fence, ttl=ttl, call_id=call_id, tool=tool
+        )
+
+    async def record(
+        self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
+    ) -> None:
+        await self.inner.record(tenant, run_id, key, self.mask(outcome), holder=holder, fence=fence)
+
+    async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
+        await self.inner.abandon(tenant, run_id, key, holder=holder, fence=fence)
+
+    async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
+        return await self.inner.read(tenant, run_id, key)
+
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        return await self.inner.records(tenant, run_id)
+
+    async def settle(
+        self,
+        tenant: str,
+        run_id: str,
+        key: str,
+        outcome: str | None,
+        *,
+        by: str,
+        claimed_by: tuple[str, int] | None = None,
+    ) -> bool:
+        masked = None if outcome is None else self.mask(outcome)
+        return await self.inner.settle(tenant, run_id, key, masked, by=by, claimed_by=claimed_by)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self.inner.forget(tenant, run_id)
+
+
+def masking(store: IdempotencyStore, mask: Callable[[str], str]) -> IdempotencyStore:
+    """``store`` with its outcomes masked by ``mask``; ``store`` itself if it already is."""
+    if isinstance(store, MaskedOutcomes) and store.mask == mask:
+        return store
+    return MaskedOutcomes(store, mask)
 
 
 def _canonical(value: JsonValue, path: str) -> JsonValue:

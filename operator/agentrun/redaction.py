@@ -1,8 +1,16 @@
-"""Masking secrets out of everything a frontier persists, before anything is sized or stored.
+"""Masking secrets out of everything the kit persists, before anything is sized or stored.
 
 A run's conversation is the likeliest place in the kit for an API key a user pasted or a bearer
 token a tool was handed, and a checkpoint is durable. The ``Checkpointer`` masks before it sizes,
 so the redaction happens once and every store inherits it, including one a consumer writes.
+
+The frontier is not the only thing written. A tool's outcome is recorded in the idempotency
+store, a person's answer and an approval's reason too, and the operator writes error texts and
+a run's final answer into the AgentRun's status, its events and its log. ``Masker`` is the one
+object all of them mask with, built once from the run's settings (``extra_patterns``,
+``redact``): the backend wraps its idempotency store with it (``Backend``), the ``Checkpointer``
+and the runner take it from there, and the operator's status writer, events and log handlers use
+the backend's. A writer added later goes through one of those, not through a call of its own.
 
 What is masked: the text of every message, every string nested anywhere in tool-call arguments
 (in the conversation and in the pending calls), and every string in the checkpoint's metadata.
@@ -16,9 +24,12 @@ sensibly.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from pydantic import JsonValue
 
@@ -335,3 +346,90 @@ class Redactor:
 
     def mask_messages(self, messages: Sequence[Message]) -> tuple[Message, ...]:
         return tuple(self.mask_message(message) for message in messages)
+
+
+@dataclass(frozen=True)
+class Masker:
+    """The run's redaction, as every writer of the kit applies it; ``redactor`` is None when
+    the settings say not to mask (``redact=False``, for a store that is already trusted)."""
+
+    redactor: Redactor | None
+
+    @classmethod
+    def build(cls, extra_patterns: Iterable[str] = (), *, redact: bool = True) -> Masker:
+        return cls(Redactor.build(extra_patterns) if redact else None)
+
+    def text(self, text: str) -> str:
+        """``text`` as the frontier keeps a message's text."""
+        return text if self.redactor is None else self.redactor.mask(text)
+
+    def json(self, value: JsonValue) -> JsonValue:
+        """Every string in ``value`` (keys too: an object is a mapping someone wrote) masked."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(key): self.json(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.json(item) for item in value]
+        return value
+
+    def outcome(self, text: str) -> str:
+        """``text`` masked as the frontier masks the tool message that carries it, so a replayed
+        outcome reads as the conversation does; and a JSON document stays the same document,
+        with each of its strings masked on its own as well (an approval's decision is parsed
+        back, and a tool's JSON may be).
+
+        Masking the document's text finds what only shows with the key beside its value
+        (``"password": "..."``); masking each string finds what JSON escaping hides from the
+        text (a quoted password, escaped). Where masking the text changed the document's shape
+        (a pattern that ran across a quote and ate a field), its strings alone are masked.
+        """
+        if self.redactor is None:
+            return text
+        masked = self.redactor.mask(text)
+        original = _document(text)
+        if original is _NOT_JSON:
+            return masked
+        document = _document(masked)
+        if document is not _NOT_JSON and _shape(document) == _shape(original):
+            deeper = self.json(cast(JsonValue, document))
+            return masked if deeper == document else json.dumps(deeper, ensure_ascii=False)
+        return json.dumps(self.json(cast(JsonValue, original)), ensure_ascii=False)
+
+
+_NOT_JSON = object()
+
+
+def _document(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _shape(value: object) -> object:
+    """What masking a document's strings leaves alone: its keys, lengths and kinds of value."""
+    if isinstance(value, dict):
+        return {key: _shape(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shape(item) for item in value]
+    return type(value)
+
+
+class MaskingFilter(logging.Filter):
+    """Masks every log record that passes through it, its message and any traceback, before a
+    handler formats it: a log line can quote what a tool returned or what a provider answered.
+    Installed on a logger it sees that logger's records; on a handler, every record it writes."""
+
+    def __init__(self, masker: Masker) -> None:
+        super().__init__()
+        self.masker = masker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self.masker.text(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.masker.text(record.exc_text)
+        return True

@@ -16,6 +16,14 @@ record says. A call that never ran but whose arguments were changed by redaction
 dispatching it with ``[REDACTED]`` where a card number was would be a call nobody asked for, so
 the resume answers the model that the call was not made and why, and the model decides again.
 
+The plan also accounts for every record of the run, not only those the frontier names. A claim
+names the call it was made for; a record whose call is neither outstanding in the frontier nor
+answered in the conversation was made after the newest frontier was written, by a turn whose
+frontier was lost (a store that lost an acknowledged write, a frontier restored from a backup).
+Carrying on from the older frontier would ask the model that turn again, and a call made then
+may have booked a seat nobody will hear of, or be made a second time. So such a record, in
+flight or completed, is ``unaccounted`` and the plan is not safe until a person answers for it.
+
 ``Resumer`` puts a lease in front of all this: it takes the run's lease before it reads the
 frontier, so the worker that loses never sees the run, and it releases the lease on every path
 where it does not hand it to its caller.
@@ -23,20 +31,21 @@ where it does not hand it to its caller.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from agentrun._base import FrozenModel
 from agentrun.checkpointing import Checkpointer
 from agentrun.errors import (
+    ConfigurationError,
     IndeterminateToolCallError,
     NothingCheckpointedError,
     ResumeConflictError,
 )
 from agentrun.frontier import Checkpoint, PendingCall
 from agentrun.history import HistoryStore
-from agentrun.idempotency import Claim, ClaimState, IdempotencyStore, marker_key
+from agentrun.idempotency import Claim, ClaimState, IdempotencyStore, ListedRecord, marker_key
 from agentrun.leases import LeasePolicy, LeaseStore, RunLease
 from agentrun.messages import Message
 
@@ -63,11 +72,13 @@ class CallDecision(FrozenModel):
 
 
 class ResumePlan(FrozenModel):
-    """The decision for every call outstanding at a frontier; ``safe`` when none is undecidable."""
+    """``decisions``: one per call outstanding in the frontier. ``unaccounted``: the records
+    of calls that no frontier names and the conversation does not answer (see the module)."""
 
     run_id: str
     tenant: str
     decisions: tuple[CallDecision, ...] = ()
+    unaccounted: tuple[ListedRecord, ...] = ()
 
     def _with(self, disposition: ToolDisposition) -> tuple[CallDecision, ...]:
         return tuple(d for d in self.decisions if d.disposition is disposition)
@@ -91,7 +102,7 @@ class ResumePlan(FrozenModel):
 
     @property
     def safe(self) -> bool:
-        return not self.indeterminate
+        return not self.indeterminate and not self.unaccounted
 
 
 def tracking_key(pending: PendingCall) -> str:
@@ -143,14 +154,38 @@ async def _decide(
     )
 
 
-async def plan_resume(checkpoint: Checkpoint, idempotency: IdempotencyStore) -> ResumePlan:
-    """Decide every pending call of ``checkpoint``; read-only."""
+async def plan_resume(
+    checkpoint: Checkpoint,
+    idempotency: IdempotencyStore,
+    transcript: Sequence[Message] | None = None,
+) -> ResumePlan:
+    """Decide every pending call of ``checkpoint`` and account for every record of its run;
+    read-only. ``transcript`` is the checkpoint's whole conversation; it must be given for a
+    checkpoint whose transcript is out of line (``Checkpointer.transcript`` resolves it)."""
+    if transcript is None:
+        if checkpoint.history_handle is not None:
+            raise ConfigurationError(
+                f"the checkpoint of run {checkpoint.run_id!r} keeps its transcript out of line: "
+                "pass plan_resume the transcript (Checkpointer.transcript resolves it), which "
+                "says which recorded calls the conversation already answers"
+            )
+        transcript = checkpoint.messages
     decisions = [
         await _decide(pending, checkpoint.tenant, checkpoint.run_id, idempotency)
         for pending in checkpoint.pending
     ]
+    named = {tracking_key(pending) for pending in checkpoint.pending}
+    answered = {message.tool_call_id for message in transcript if message.role == "tool"}
+    unaccounted = tuple(
+        record
+        for record in await idempotency.records(checkpoint.tenant, checkpoint.run_id)
+        if record.call_id is not None and record.key not in named and record.call_id not in answered
+    )
     return ResumePlan(
-        run_id=checkpoint.run_id, tenant=checkpoint.tenant, decisions=tuple(decisions)
+        run_id=checkpoint.run_id,
+        tenant=checkpoint.tenant,
+        decisions=tuple(decisions),
+        unaccounted=unaccounted,
     )
 
 
@@ -158,7 +193,9 @@ def refuse_if_undecidable(plan: ResumePlan) -> None:
     """Raise ``IndeterminateToolCallError`` naming every call nobody can decide."""
     if not plan.safe:
         raise IndeterminateToolCallError(
-            plan.run_id, [(p.call.id, p.call.name) for p in plan.indeterminate]
+            plan.run_id,
+            [(p.call.id, p.call.name) for p in plan.indeterminate],
+            unnamed=[(r.call_id or r.key, r.tool or "a tool") for r in plan.unaccounted],
         )
 
 
@@ -265,4 +302,4 @@ async def read_and_plan(
     messages = await checkpoints.transcript(checkpoint, history)
     if before_planning is not None:
         await before_planning(checkpoint)
-    return checkpoint, messages, await plan_resume(checkpoint, idempotency)
+    return checkpoint, messages, await plan_resume(checkpoint, idempotency, messages)

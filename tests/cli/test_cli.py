@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from agentrun.idempotency import marker_key
 from agentrun.messages import Message, ToolCall, Usage
 from tests.cli.conftest import Cli
 from tests.runner.wire import endpoint
+from tests.support.cli import COMMAND
 
 DESCRIBE_DONE = [
     "run r  tenant t  agent booking",
@@ -387,3 +389,97 @@ def test_a_provider_that_fails_exits_5_only_when_a_retry_can_help(
         answer = cli("run", "remote", "--input", "hi", "--tenant", "t", "--run-id", "p")
     assert answer.returncode == exit_code, answer.stderr
     assert says in answer.stderr
+
+
+NOT_UTF8 = os.fsdecode(b"run-\xff")
+"""What Python makes of a byte that is not UTF-8 on a command line: a lone surrogate."""
+
+
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        (("inspect", NOT_UTF8, "--tenant", "t"), "run id"),
+        (("inspect", "r", "--tenant", NOT_UTF8), "tenant"),
+        (("run", "booking", "--input", "go", "--tenant", "t", "--run-id", NOT_UTF8), "run id"),
+        (("run", "--resume", NOT_UTF8, "--tenant", "t"), "run id"),
+        (("resolve", NOT_UTF8, "--tenant", "t", "--call", "c1", "--did-not-run"), "run id"),
+    ],
+    ids=["inspect", "inspect-tenant", "run", "resume", "resolve"],
+)
+def test_an_id_that_is_not_utf8_is_refused_naming_it(
+    cli: Cli, backend: Backend, command: tuple[str, ...], named: str
+) -> None:
+    done = cli(*command)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"{named} 'run-\\udcff' is not valid Unicode" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("schema", "postgres"),
+        ("inspect", "r", "--tenant", "t", "--json"),
+        ("run", "booking", "--input", "book Ada", "--tenant", "t", "--run-id", "r2"),
+    ],
+    ids=["schema", "inspect", "run"],
+)
+def test_a_reader_that_stops_reading_is_no_error(cli: Cli, command: tuple[str, ...]) -> None:
+    """``agentrun schema postgres | head -1``: the reader closed the pipe before the command
+    wrote to it. The command does its work and exits 0, saying nothing; a run goes on to its end."""
+    _start(cli)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [*COMMAND, "--store", cli.store, *command],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli.env,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0, "")
+    if command[0] == "run":
+        inspected = cli("inspect", "r2", "--tenant", "t")
+        assert inspected.stdout.splitlines()[0] == "run r2  tenant t  agent booking"
+
+
+async def test_a_call_no_frontier_names_exits_4_until_a_person_answers(
+    cli: Cli, backend: Backend
+) -> None:
+    """A text was being sent for the run after its newest frontier, which was then lost: the
+    frontier left does not name it, its record does."""
+    _start(cli)
+    await backend.idempotency.begin(
+        "t", "r", marker_key("call_9_0"), holder="gone", fence=1, call_id="call_9_0",
+        tool="notify_passenger",
+    )  # fmt: skip
+    inspected = cli("inspect", "r", "--tenant", "t")
+    assert inspected.returncode == 0
+    assert (
+        "  call_9_0  notify_passenger  not_in_any_frontier: refuse until a person answers"
+        in inspected.stdout
+    )
+    assert "(dispatched by gone (fence 1) after the newest frontier was written, and in flight" in (
+        inspected.stdout
+    )
+    calls = json.loads(cli("inspect", "r", "--tenant", "t", "--json").stdout)["calls"]
+    assert [(c["call_id"], c["disposition"]) for c in calls] == [
+        ("call_9_0", "not_in_any_frontier")
+    ]
+    refused = cli("run", "--resume", "r", "--tenant", "t")
+    assert refused.returncode == 4
+    assert "notify_passenger (call call_9_0) was dispatched after its newest checkpoint" in (
+        refused.stderr
+    )
+    answered = cli(
+        "resolve", "r", "--tenant", "t", "--call", "call_9_0", "--ran", "--result", "sent",
+        "--by", "bob",
+    )  # fmt: skip
+    assert answered.returncode == 0, answered.stderr
+    assert "no outstanding calls" in cli("inspect", "r", "--tenant", "t").stdout
+    assert cli("run", "--resume", "r", "--tenant", "t").returncode == 0

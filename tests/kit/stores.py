@@ -7,10 +7,13 @@ make a real store observable or unreliable in one precise way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from agentrun.backend import CheckpointStore
 from agentrun.errors import AgentRunError, StoreUnavailableError
+from agentrun.frontier import Checkpoint, decode
 from agentrun.history import HistoryStore
-from agentrun.idempotency import Claim, IdempotencyRecord, IdempotencyStore
+from agentrun.idempotency import Claim, IdempotencyRecord, IdempotencyStore, ListedRecord
 from agentrun.leases import LeaseStore, RunLease
 
 
@@ -87,9 +90,13 @@ class CallLog:
         holder: str,
         fence: int,
         ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
     ) -> Claim:
         self.calls.append("begin")
-        return await self.inner.begin(tenant, run_id, key, holder=holder, fence=fence, ttl=ttl)
+        return await self.inner.begin(
+            tenant, run_id, key, holder=holder, fence=fence, ttl=ttl, call_id=call_id, tool=tool
+        )
 
     async def record(
         self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
@@ -104,6 +111,10 @@ class CallLog:
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
         self.calls.append("read")
         return await self.inner.read(tenant, run_id, key)
+
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        self.calls.append("records")
+        return await self.inner.records(tenant, run_id)
 
     async def settle(
         self,
@@ -150,3 +161,28 @@ class Renewals:
 
 def unavailable(operation: str) -> StoreUnavailableError:
     return StoreUnavailableError("test store", operation, ConnectionRefusedError("refused"))
+
+
+class LosingCheckpointStore:
+    """A real checkpoint store that loses the writes ``lost`` picks: it acknowledges them and
+    keeps nothing, as a store that lost an acknowledged write does (a failover onto a replica
+    that had not received it, a restore from a backup, a Redis without ``appendfsync always``
+    that crashed). The frontier it loses was, as far as anyone can tell, never written."""
+
+    def __init__(self, inner: CheckpointStore, lost: Callable[[Checkpoint], bool]) -> None:
+        self.inner = inner
+        self.lost = lost
+        self.dropped: list[Checkpoint] = []
+
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        checkpoint = decode(payload)
+        if self.lost(checkpoint):
+            self.dropped.append(checkpoint)
+            return
+        await self.inner.put(tenant, run_id, payload, fence=fence)
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None:
+        return await self.inner.latest(tenant, run_id)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self.inner.forget(tenant, run_id)

@@ -136,7 +136,7 @@ async def test_planning_only_reads_and_leaves_no_claim(backend: MemoryBackend) -
     before = await backend.idempotency.read(TENANT, RUN, "idem:v1:b")
     log = CallLog(backend.idempotency)
     await plan_resume(frontier(pending=calls), log)
-    assert set(log.calls) == {"read"}
+    assert set(log.calls) == {"read", "records"}
     for call in calls:
         record = await backend.idempotency.read(TENANT, RUN, tracking_key(call))
         if call is calls[2]:

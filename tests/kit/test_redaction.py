@@ -16,7 +16,7 @@ from agentrun.checkpointing import Checkpointer
 from agentrun.errors import ConfigurationError
 from agentrun.frontier import Boundary, Checkpoint, decode
 from agentrun.messages import BinaryPart, Message, TextPart, ToolCall
-from agentrun.redaction import MASK, Redactor
+from agentrun.redaction import MASK, Masker, Redactor
 from agentrun.resume import plan_resume
 from agentrun.stores.memory import MemoryBackend
 from tests.kit.secrets_corpus import BENIGN, SECRETS, Secret
@@ -277,3 +277,37 @@ async def test_a_masked_call_that_completed_is_replayed_not_withheld(
     plan = await plan_resume(stored, backend.idempotency)
     assert plan.withheld == ()
     assert [d.outcome for d in plan.completed] == ['{"ok": true}']
+
+
+def test_an_outcome_is_masked_as_its_tool_message_is() -> None:
+    masker = Masker.build()
+    for secret in SECRETS:
+        outcome = f"done: {secret.text}"
+        assert masker.outcome(outcome) == masker.text(outcome)
+        assert secret.secret not in masker.outcome(outcome), secret.kind
+
+
+def test_a_json_outcome_stays_the_same_document_with_every_string_masked() -> None:
+    masker = Masker.build()
+    password = "hunter2-" + "x" * 12
+    # Beside its key, as JSON text: only the text shows what the value is.
+    keyed = json.dumps({"password": password, "seat": "12A"})
+    # Inside a string, quoted and escaped: only the string shows it.
+    escaped = json.dumps({"approved": False, "reason": f'use password="{password}"'})
+    for document in (keyed, escaped):
+        masked = masker.outcome(document)
+        assert password not in masked, document
+        assert json.loads(masked).keys() == json.loads(document).keys()
+    # A credential pattern that runs across quotes in the text would eat a field: the text's
+    # masking is dropped, and each string is masked on its own.
+    across = '{"url":"ftp://u:","note":"p@host","key":"' + SECRETS[0].text + '"}'
+    masked = json.loads(masker.outcome(across))
+    assert masked.keys() == {"url", "note", "key"}
+    assert SECRETS[0].secret not in masked["key"]
+    assert json.loads(masker.outcome(keyed))["seat"] == "12A"
+    assert masker.outcome('{"seat": "12A"}') == '{"seat": "12A"}'  # nothing to mask: as it came
+
+
+def test_no_masking_keeps_outcomes_as_they_are() -> None:
+    secret = SECRETS[0].text
+    assert Masker.build(redact=False).outcome(secret) == secret

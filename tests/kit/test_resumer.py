@@ -61,7 +61,9 @@ async def test_resume_hands_over_checkpoint_messages_plan_and_lease(
     assert carried.checkpoint.iteration == 4
     assert carried.checkpoint.history_handle is not None
     assert carried.messages == conversation(3)
-    assert carried.plan == await plan_resume(carried.checkpoint, backend.idempotency)
+    assert carried.plan == await plan_resume(
+        carried.checkpoint, backend.idempotency, carried.messages
+    )
     assert carried.plan.indeterminate == (unknown,)
     assert (carried.lease.holder, carried.lease.tenant, carried.lease.run_id) == ("w1", TENANT, RUN)
     held = await backend.leases.held(TENANT, RUN)

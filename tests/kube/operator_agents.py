@@ -8,8 +8,11 @@ instructions of ``slowbook``, as a redeployed image with an edited agent would.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import random
 import sqlite3
+import string
 
 from pydantic import JsonValue
 
@@ -52,6 +55,17 @@ async def refund(amount: int) -> str:
     return f"refunded {amount}"
 
 
+LEAKED = "ghp_" + "".join(random.Random(15).choices(string.ascii_letters + string.digits, k=36))
+"""A GitHub-token-shaped secret (generated, not a real one) that ``leaky`` spreads around."""
+
+
+@tool()
+async def fetch_report(name: str) -> str:
+    """Fetch a report; its text, and this tool's log line, carry an access token."""
+    logging.getLogger(__name__).warning("fetched report %s, token %s", name, LEAKED)
+    return f"report {name} is ready; open it with {LEAKED}"
+
+
 def _turn(name: str, arguments: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return {
         "tool_calls": [{"name": name, "arguments": arguments}],
@@ -91,5 +105,13 @@ patient = _agent(
         _turn("wait_for_confirmation", {"seconds": 3}),
         _turn("wait_for_confirmation", {"seconds": 1}),
         DONE,
+    ],
+)
+leaky = _agent(
+    "leaky",
+    (fetch_report,),
+    [
+        _turn("fetch_report", {"name": "q3"}),
+        {"text": f"Here it is: {LEAKED}", "usage": {"input_tokens": 50, "output_tokens": 5}},
     ],
 )

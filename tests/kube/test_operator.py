@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.kube.operator_agents import LEAKED
 from tests.support.agentruns import (
     apply_run,
     book_slowly,
@@ -228,6 +229,7 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
     from agentrun.operator.kubeapi import KubeApi
     from agentrun.operator.resource import AgentRunStatus
     from agentrun.operator.status import StatusWriter, Superseded
+    from agentrun.redaction import Masker
 
     apply_run(kube, "fenced", "slowbook")
     wait_for(
@@ -241,11 +243,11 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
     async def stale_write() -> None:
         # The client's loader is untyped; it returns an ApiClient.
         api = KubeApi(new_client_from_config(config_file=str(kube.kubeconfig)))  # type: ignore[no-untyped-call]
-        writer = StatusWriter(api, kube.namespace, "fenced")
+        writer = StatusWriter(api, kube.namespace, "fenced", Masker.build())
         writer.fence = current - 1
         with pytest.raises(Superseded):
             await writer.write(AgentRunStatus(iteration=99))
-        newer = StatusWriter(api, kube.namespace, "fenced")
+        newer = StatusWriter(api, kube.namespace, "fenced", Masker.build())
         with pytest.raises(Superseded):
             await newer.take_over("impostor", current, resumed=False)
 
@@ -294,6 +296,32 @@ def test_deleting_a_run_forgets_it_in_the_stores(
     assert asyncio.run(latest()) is None
     keys = redis.cli("--scan", "--pattern", f"*{uid}*").split()
     assert all(key.endswith(":fence") or key.endswith(":lease") for key in keys), keys
+
+
+def test_no_secret_reaches_the_status_the_events_the_log_or_the_store(
+    kube: Kube, operators: Operators, redis: RedisServer
+) -> None:
+    """``leaky``'s tool returns an access token, logs it, and the model repeats it in its final
+    answer, which the operator writes into the Succeeded condition. Masked everywhere."""
+    apply_run(kube, "leaky", "leaky")
+    wait_for(
+        "leaky to succeed",
+        lambda: has_condition(kube, "leaky", "Succeeded", "True", "Completed"),
+        60,
+        operators.logs,
+    )
+    assert condition(kube, "leaky", "Succeeded")["message"] == "Here it is: [REDACTED]"
+    uid = get_run(kube, "leaky")["metadata"]["uid"]
+    kept = [kube.kubectl("get", "agentrun", "leaky", "-o", "json").stdout]
+    kept.append(kube.kubectl("get", "events", "-o", "json").stdout)
+    kept.extend(replica.output() for replica in operators.replicas)
+    for key in redis.cli("--scan", "--pattern", f"*{uid}*").split():
+        kind = redis.cli("TYPE", key).strip()
+        kept.append(redis.cli("HGETALL" if kind == "hash" else "GET", key))
+    assert any("report q3 is ready; open it with [REDACTED]" in text for text in kept)
+    assert any("fetched report q3, token [REDACTED]" in text for text in kept)
+    leaks = [text[:300] for text in kept if LEAKED in text]
+    assert not leaks, leaks
 
 
 def _start_patiently(kube: Kube, operators: Operators, name: str, *, ttl: int) -> None:

@@ -22,6 +22,7 @@ from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.resource import AgentRunStatus
 from agentrun.operator.status import StatusWriter, Superseded
 from agentrun.outcomes import CHECKPOINTED, SUCCEEDED
+from agentrun.redaction import Masker
 
 
 class CountingApi(KubeApi):
@@ -74,7 +75,7 @@ def _status(kube: Kube, name: str) -> tuple[int, dict[str, Any]]:
 
 def test_a_holders_writes_cost_one_request_each(kube: Kube, api: CountingApi) -> None:
     _create(kube, "steady")
-    writer = StatusWriter(api, kube.namespace, "steady")
+    writer = StatusWriter(api, kube.namespace, "steady", Masker.build())
 
     async def holding() -> None:
         await writer.take_over("replica-a", 7, resumed=False)
@@ -98,7 +99,7 @@ def test_a_holders_writes_cost_one_request_each(kube: Kube, api: CountingApi) ->
 
 def test_a_spec_edit_between_writes_is_read_and_stamped(kube: Kube, api: CountingApi) -> None:
     _create(kube, "edited")
-    writer = StatusWriter(api, kube.namespace, "edited")
+    writer = StatusWriter(api, kube.namespace, "edited", Masker.build())
 
     async def take() -> None:
         await writer.take_over("replica-a", 3, resumed=False)
@@ -125,8 +126,8 @@ def test_a_spec_edit_between_writes_is_read_and_stamped(kube: Kube, api: Countin
 
 def test_a_holder_superseded_after_its_last_write_is_refused(kube: Kube, api: CountingApi) -> None:
     _create(kube, "taken")
-    old = StatusWriter(api, kube.namespace, "taken")
-    new = StatusWriter(api, kube.namespace, "taken")
+    old = StatusWriter(api, kube.namespace, "taken", Masker.build())
+    new = StatusWriter(api, kube.namespace, "taken", Masker.build())
 
     async def race() -> None:
         await old.take_over("replica-a", 4, resumed=False)
@@ -155,7 +156,7 @@ def test_a_run_being_deleted_is_not_taken_over(kube: Kube, api: CountingApi) -> 
         '{"metadata":{"finalizers":["agentrun.dev/test-hold"]}}',
     )
     kube.kubectl("delete", "agentrun", "leaving", "--wait=false")
-    writer = StatusWriter(api, kube.namespace, "leaving")
+    writer = StatusWriter(api, kube.namespace, "leaving", Masker.build())
     try:
         with pytest.raises(Superseded, match="being deleted"):
             asyncio.run(writer.take_over("replica-a", 9, resumed=True))

@@ -6,6 +6,7 @@ import json
 import subprocess
 import uuid
 from importlib.resources import files
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -318,3 +319,39 @@ def test_two_stores_cannot_share_a_table() -> None:
 
 def test_the_longest_plain_identifier_is_accepted() -> None:
     assert PostgresTables(history="_" + "a" * 62).history == "_" + "a" * 62
+
+
+async def test_a_version_1_database_is_migrated_by_applying_the_ddl(
+    postgres: PostgresServer,
+) -> None:
+    """What runs kept under version 1 reads the same once the DDL of this version is applied
+    (twice: it is idempotent), and the kit refuses the database until then."""
+    url = postgres.create_database(f"v1_{uuid.uuid4().hex[:8]}")
+    database = url.rsplit("/", 1)[1]
+    postgres.psql((Path(__file__).parent / "schema_v1.sql").read_text(), database)
+    postgres.psql(
+        "INSERT INTO adk_run_fences VALUES ('acme', 'run', 3); "
+        "INSERT INTO adk_ledger VALUES ('acme', 'run', 'c1', 5); "
+        "INSERT INTO adk_checkpoints (tenant, run_id, fence, payload) "
+        """VALUES ('acme', 'run', 3, '{"format_version": 1}'); """
+        "INSERT INTO adk_idempotency (tenant, run_id, key, state, holder, fence, outcome, claim) "
+        "VALUES ('acme', 'run', 'k', 'completed', 'w1', 3, 'booked 12A', gen_random_uuid())",
+        database,
+    )
+    with pytest.raises(ConfigurationError, match="no table adk_ledger_totals"):
+        await open_backend(url)
+    for _ in range(2):
+        postgres.psql(EXPECTED_CHECKPOINT_SCHEMA, database)
+    backend = await open_backend(url)
+    try:
+        assert await backend.ledger.spent("acme", "run") == 5
+        assert await backend.ledger.charge("acme", "run", "c2", 2, budget=7, fence=3) == 7
+        assert await backend.ledger.spent("acme", "run") == 7
+        stored = await backend.checkpoints.latest("acme", "run")
+        assert stored is not None
+        assert json.loads(stored) == {"format_version": 1}
+        record = await backend.idempotency.read("acme", "run", "k")
+        assert record is not None
+        assert (record.outcome, record.call_id) == ("booked 12A", None)
+    finally:
+        await backend.close()

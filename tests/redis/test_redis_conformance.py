@@ -6,7 +6,12 @@ is what keeps this fast. Every test runs twice: ``[single]`` and ``[cluster]``.
 
 from __future__ import annotations
 
-from agentrun import testing
+import pytest
+from redis.typing import EncodableT, FieldT
+
+from agentrun import Backend, testing
+from agentrun.stores.redis import DEFAULT_PREFIX, RedisLedger
+from agentrun.stores.redis._shared import RunKeys
 
 
 class TestRedisCheckpoints(testing.CheckpointStoreConformance): ...
@@ -21,4 +26,18 @@ class TestRedisIdempotency(testing.IdempotencyStoreConformance): ...
 class TestRedisHistory(testing.HistoryStoreConformance): ...
 
 
-class TestRedisLedger(testing.LedgerConformance): ...
+class TestRedisLedger(testing.LedgerConformance):
+    @pytest.fixture
+    def store(self, backend: Backend) -> object:
+        return backend.ledger
+
+    async def preload_charges(self, store: object, tenant: str, run_id: str, count: int) -> None:
+        assert isinstance(store, RedisLedger)
+        keys = RunKeys.of(DEFAULT_PREFIX, tenant, run_id)
+        client = store._client
+        for start in range(0, count, 10_000):
+            fields: dict[FieldT, EncodableT] = {
+                f"preloaded-{index}": 1 for index in range(start, min(count, start + 10_000))
+            }
+            await client.hset(keys.charges, mapping=fields)
+        await client.incrby(keys.spent, count)

@@ -74,3 +74,33 @@ def endpoint() -> Iterator[Endpoint]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def chat_reply(
+    text: str | None = None,
+    calls: list[tuple[str, str, dict[str, Any]]] = (),  # type: ignore[assignment]
+    *,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+) -> dict[str, Any]:
+    """A chat-completions response body, as OpenAI sends it."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+            for call_id, name, arguments in calls
+        ]
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }

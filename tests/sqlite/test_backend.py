@@ -78,7 +78,39 @@ def test_the_published_schema_is_the_file_and_creates_every_table() -> None:
         "agentrun_idempotency",
         "agentrun_history",
         "agentrun_charges",
+        "agentrun_spent",
     } <= tables
+
+
+async def test_a_version_1_file_is_migrated_keeping_its_data(url: str, database_file: Path) -> None:
+    """What a run kept under version 1 reads the same after the kit migrated the file."""
+    database_file.parent.mkdir(parents=True)
+    with sqlite3.connect(database_file) as connection:
+        for statement in statements((Path(__file__).parent / "schema_v1.sql").read_text()):
+            connection.execute(statement)
+        connection.execute("INSERT INTO agentrun_schema (id, version) VALUES (1, 1)")
+        connection.execute("INSERT INTO agentrun_fences VALUES ('acme', 'run', 3)")
+        connection.execute("INSERT INTO agentrun_charges VALUES ('acme', 'run', 'c1', 5)")
+        connection.execute("INSERT INTO agentrun_checkpoints VALUES ('acme', 'run', 3, X'7B7D')")
+        connection.execute(
+            "INSERT INTO agentrun_idempotency (tenant, run_id, key, state, holder, fence, "
+            "outcome) VALUES ('acme', 'run', 'k', 'completed', 'w1', 3, 'booked 12A')"
+        )
+    backend = await open_backend(url)
+    try:
+        assert await backend.ledger.spent("acme", "run") == 5
+        assert await backend.ledger.charge("acme", "run", "c2", 2, budget=7, fence=3) == 7
+        assert await backend.ledger.spent("acme", "run") == 7
+        assert await backend.checkpoints.latest("acme", "run") == b"{}"
+        record = await backend.idempotency.read("acme", "run", "k")
+        assert record is not None
+        assert (record.outcome, record.call_id) == ("booked 12A", None)
+    finally:
+        await backend.close()
+    with sqlite3.connect(database_file) as connection:
+        assert connection.execute("SELECT version FROM agentrun_schema").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
 
 
 async def test_opening_again_keeps_the_data_and_the_version(url: str, database_file: Path) -> None:

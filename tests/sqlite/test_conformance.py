@@ -5,7 +5,12 @@ Time passes for real here: expiry is decided by the database's own clock, which 
 
 from __future__ import annotations
 
-from agentrun import testing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agentrun import Backend, testing
 
 
 class TestSqliteCheckpoints(testing.CheckpointStoreConformance): ...
@@ -20,4 +25,16 @@ class TestSqliteIdempotency(testing.IdempotencyStoreConformance): ...
 class TestSqliteHistory(testing.HistoryStoreConformance): ...
 
 
-class TestSqliteLedger(testing.LedgerConformance): ...
+class TestSqliteLedger(testing.LedgerConformance):
+    @pytest.fixture
+    def store(self, backend: Backend, database_file: Path) -> object:
+        self.database_file = database_file
+        return backend.ledger
+
+    async def preload_charges(self, store: object, tenant: str, run_id: str, count: int) -> None:
+        with sqlite3.connect(self.database_file) as connection:
+            connection.executemany(
+                "INSERT INTO agentrun_charges (tenant, run_id, charge_id, micros) "
+                "VALUES (?, ?, ?, 1)",
+                ((tenant, run_id, f"preloaded-{index}") for index in range(count)),
+            )

@@ -44,7 +44,15 @@ Command = Callable[[argparse.Namespace, Backend], Awaitable[Exit]]
 
 
 def _say(line: str = "") -> None:
-    print(line, flush=True)
+    """Print ``line``. A reader that stopped reading (``agentrun schema postgres | head -1``)
+    is no error: the rest of the output goes nowhere and the command carries on to its end, so
+    a run whose progress nobody reads still finishes, and the exit code says what it did."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, sys.stdout.fileno())
+        os.close(nowhere)
 
 
 async def _frontier(backend: Backend, tenant: str, run_id: str) -> Checkpoint:
@@ -56,7 +64,8 @@ async def _frontier(backend: Backend, tenant: str, run_id: str) -> Checkpoint:
 
 async def _inspect(args: argparse.Namespace, backend: Backend) -> Exit:
     checkpoint = await _frontier(backend, args.tenant, args.run_id)
-    plan = await plan_resume(checkpoint, backend.idempotency)
+    transcript = await Checkpointer(backend.checkpoints).transcript(checkpoint, backend.history)
+    plan = await plan_resume(checkpoint, backend.idempotency, transcript)
     lease = await backend.leases.held(args.tenant, args.run_id)
     if args.json:
         _say(json.dumps(plan_json(checkpoint, plan, lease), indent=2))
@@ -172,6 +181,7 @@ async def _resolve(args: argparse.Namespace, backend: Backend) -> Exit:
             ran=args.ran,
             result=args.result,
             by=args.by,
+            history=backend.history,
         )
     finally:
         await backend.leases.release(lease)

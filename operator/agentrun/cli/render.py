@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import JsonValue
 
 from agentrun.frontier import Checkpoint
+from agentrun.idempotency import ClaimState, ListedRecord
 from agentrun.leases import RunLease
 from agentrun.resume import ResumePlan, ToolDisposition
 from agentrun.runner.results import RunResult, RunStatus
@@ -41,7 +42,23 @@ def plan_lines(checkpoint: Checkpoint, plan: ResumePlan) -> list[str]:
             action = ACTIONS[decision.disposition]
         lines.append(f"  {call.id}  {call.name}  {decision.disposition.value}: {action}")
         lines.append(f"      ({decision.reason})")
+    for record in plan.unaccounted:
+        lines.append(
+            f"  {record.call_id}  {record.tool}  {UNACCOUNTED}: refuse until a person answers"
+        )
+        lines.append(f"      ({_unaccounted_reason(record)})")
     return lines
+
+
+UNACCOUNTED = "not_in_any_frontier"
+
+
+def _unaccounted_reason(record: ListedRecord) -> str:
+    state = "in flight" if record.state is ClaimState.IN_FLIGHT else "completed"
+    return (
+        f"dispatched by {record.holder} (fence {record.fence}) after the newest frontier was "
+        f"written, and {state}: the conversation does not know it"
+    )
 
 
 def lease_line(lease: RunLease | None) -> str:
@@ -53,6 +70,26 @@ def lease_line(lease: RunLease | None) -> str:
 def plan_json(
     checkpoint: Checkpoint, plan: ResumePlan, lease: RunLease | None
 ) -> dict[str, JsonValue]:
+    calls: list[JsonValue] = [
+        {
+            "call_id": d.pending.call.id,
+            "tool": d.pending.call.name,
+            "disposition": d.disposition.value,
+            "withheld": d.withheld,
+            "reason": d.reason,
+        }
+        for d in plan.decisions
+    ]
+    calls.extend(
+        {
+            "call_id": record.call_id,
+            "tool": record.tool,
+            "disposition": UNACCOUNTED,
+            "withheld": False,
+            "reason": _unaccounted_reason(record),
+        }
+        for record in plan.unaccounted
+    )
     return {
         "run_id": checkpoint.run_id,
         "tenant": checkpoint.tenant,
@@ -68,16 +105,7 @@ def plan_json(
         else checkpoint.approval.model_dump(mode="json"),
         "written_at": checkpoint.written_at.isoformat(),
         "safe": plan.safe,
-        "calls": [
-            {
-                "call_id": d.pending.call.id,
-                "tool": d.pending.call.name,
-                "disposition": d.disposition.value,
-                "withheld": d.withheld,
-                "reason": d.reason,
-            }
-            for d in plan.decisions
-        ],
+        "calls": calls,
         "lease": None
         if lease is None
         else {"holder": lease.holder, "fence": lease.fence, "remaining": lease.remaining},

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentrun.decisions import decide, resolve
+from agentrun.decisions import answerable, decide, resolve
 from agentrun.frontier import Checkpoint
+from agentrun.history import HistoryStore
 from agentrun.idempotency import IdempotencyStore
 from agentrun.operator.resource import AgentRunSpec, Resolution
 
@@ -46,21 +47,25 @@ async def record_approvals(
 
 
 async def record_resolutions(
-    idempotency: IdempotencyStore, checkpoint: Checkpoint, spec: AgentRunSpec
+    idempotency: IdempotencyStore,
+    history: HistoryStore,
+    checkpoint: Checkpoint,
+    spec: AgentRunSpec,
 ) -> list[Resolution]:
-    """Under the lease: a person's answer for each call of ``checkpoint`` that is still
-    undecidable; the answers recorded."""
+    """Under the lease: a person's answer for each call of the run that is still undecidable
+    (outstanding in ``checkpoint``, or named by no frontier); the answers recorded."""
     answers = {r.call_id: r for r in spec.resolutions or ()}
     recorded: list[Resolution] = []
-    for pending in checkpoint.pending:
-        answer = answers.get(pending.call.id)
+    for call_id in await answerable(idempotency, checkpoint, history) if answers else ():
+        answer = answers.get(call_id)
         if answer is not None and await resolve(
             idempotency,
             checkpoint,
-            pending.call.id,
+            call_id,
             ran=answer.outcome == "ran",
             result=answer.result,
             by=answer.by,
+            history=history,
         ):
             recorded.append(answer)
     return recorded

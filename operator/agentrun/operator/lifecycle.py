@@ -1,4 +1,9 @@
-"""Operator start-up and shut-down: settings, the stores, the API client, metrics, agents."""
+"""Operator start-up and shut-down: settings, the stores, the API client, metrics, agents.
+
+Start-up also points everything the operator writes for people at the backend's ``Masker``: the
+status writers take it from the backend, events (``events.mask_with``) and the log
+(``mask_the_log``) are set here, before the first run is picked up.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,23 @@ from typing import Any
 import kopf
 
 from agentrun.errors import ConfigurationError
+from agentrun.operator import events
 from agentrun.operator.config import OperatorConfig
 from agentrun.operator.context import OperatorContext
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
+from agentrun.redaction import Masker, MaskingFilter
 from agentrun.runner.registry import registered_agents
 from agentrun.stores import open_backend
+
+
+def mask_the_log(masker: Masker) -> None:
+    """Mask every log line the operator writes: the per-run lines (``kopf.objects``, which kopf
+    also posts as events) where they are made, and everything else at the root's handlers, where
+    the kit's own loggers (a tool's output quoted by the runner) arrive."""
+    logging.getLogger("kopf.objects").addFilter(MaskingFilter(masker))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(MaskingFilter(masker))
 
 
 async def start(
@@ -34,6 +50,8 @@ async def start(
         # No retry can help (a store that may evict keys, a malformed URL): a person has to
         # change it, so the operator exits saying what, rather than retrying every minute.
         raise kopf.PermanentError(str(error)) from error
+    events.mask_with(backend.masker)
+    mask_the_log(backend.masker)
     metrics = Metrics()
     metrics.serve(config.metrics_port)
     agents = registered_agents()

@@ -42,7 +42,9 @@ class RunReporter:
         self.context = context
         self.body = body
         self.run_id: str = meta["uid"]
-        self.status = StatusWriter(context.api, meta["namespace"], meta["name"])
+        self.status = StatusWriter(
+            context.api, meta["namespace"], meta["name"], context.backend.masker
+        )
         self.log = log
         self.tenant: str | None = None
         self._refused_checkpoint = False

@@ -18,6 +18,10 @@ the conditions' generation it stamps stale. So such a patch also ``test``s the g
 computed from. If any test fails, or the patch no longer applies, the holder reads the object and
 decides as before: superseded if the fence moved, else written again from what it read. That
 halves the requests a run costs the API server (a GET preceded every write).
+
+Every string a patch writes (a condition's message, the checkpoint's last error, a run's final
+answer) is masked with the backend's ``Masker`` in ``_operations``, which builds every patch:
+the status is stored by the API server and read by anyone who may read the AgentRun.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from agentrun.operator.conditions import ConditionUpdate, initial_conditions, se
 from agentrun.operator.kubeapi import KubeApi, Rejected
 from agentrun.operator.resource import AgentRunStatus, LeaseStatus
 from agentrun.outcomes import Outcome
+from agentrun.redaction import Masker
 
 ATTEMPTS = 5
 NOTHING = AgentRunStatus()
@@ -58,10 +63,11 @@ def _remembered(run: dict[str, Any]) -> dict[str, Any]:
 
 
 class StatusWriter:
-    def __init__(self, api: KubeApi, namespace: str, name: str) -> None:
+    def __init__(self, api: KubeApi, namespace: str, name: str, masker: Masker) -> None:
         self.api = api
         self.namespace = namespace
         self.name = name
+        self.masker = masker
         self.fence: int | None = None
         self._patched: dict[str, Any] | None = None
         """The object as this holder's last patch returned it; None when not holding."""
@@ -83,9 +89,11 @@ class StatusWriter:
             f"status of {self.namespace}/{self.name} is held by a newer fence than {self.fence}"
         )
 
-    @staticmethod
     def _operations(
-        current: dict[str, Any], fields: AgentRunStatus, conditions: Sequence[ConditionUpdate]
+        self,
+        current: dict[str, Any],
+        fields: AgentRunStatus,
+        conditions: Sequence[ConditionUpdate],
     ) -> list[dict[str, Any]]:
         """The patch that writes ``fields`` (those set in it; one set to None is removed) and
         ``conditions`` over ``current``, stamped with its generation."""
@@ -93,9 +101,11 @@ class StatusWriter:
         generation = int(current["metadata"].get("generation", 1))
         merged = status.get("conditions") or initial_conditions(generation)
         for type_, value, reason, message in conditions:
-            merged = set_condition(merged, type_, value, reason, message, generation=generation)
-        body = {
-            **fields.model_dump(mode="json", by_alias=True, exclude_unset=True),
+            masked = self.masker.text(message)
+            merged = set_condition(merged, type_, value, reason, masked, generation=generation)
+        written = fields.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        body: dict[str, Any] = {
+            **{key: self.masker.json(item) for key, item in written.items()},
             "conditions": merged,
             "observedGeneration": generation,
         }

@@ -227,8 +227,9 @@ class RunWorker:
             await asyncio.sleep(min(held.remaining, self.context.config.poll_interval))
 
     async def _record_resolutions(self, checkpoint: Checkpoint) -> None:
+        backend = self.context.backend
         recorded = await record_resolutions(
-            self.context.backend.idempotency, checkpoint, self._spec()
+            backend.idempotency, backend.history, checkpoint, self._spec()
         )
         for answer in recorded:
             self.report.say(

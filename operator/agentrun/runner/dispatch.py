@@ -118,7 +118,13 @@ class Dispatcher:
             return await self._call(tool, pending, key=handed)
         key = tracking_key(pending)
         claim = await self.idempotency.begin(
-            state.tenant, state.run_id, key, holder=state.holder, fence=state.fence
+            state.tenant,
+            state.run_id,
+            key,
+            holder=state.holder,
+            fence=state.fence,
+            call_id=pending.call.id,
+            tool=tool.name,
         )
         if not claim.won:
             if claim.record.state is ClaimState.COMPLETED and claim.record.outcome is not None:
@@ -145,8 +151,7 @@ class Dispatcher:
         except BaseException:
             # The call stays in flight, so a resume refuses it and a person must answer; say
             # what it returned (masked like a frontier, and cut short), so that they can.
-            redactor = self.boundaries.checkpoints.redactor
-            shown = outcome if redactor is None else redactor.mask(outcome)
+            shown = self.boundaries.checkpoints.masker.text(outcome)
             logger.error(
                 "tool %s (call %s) of run %s returned, but its outcome could not be recorded: %s",
                 tool.name,

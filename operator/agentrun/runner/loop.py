@@ -9,6 +9,8 @@ refused; each arrangement lives in the module named for it:
   (``after_model_call`` holds the reply and the calls it asked for, none dispatched;
   ``after_tool_result`` holds every result of the turn; ``before_approval`` holds the held call
   and the request id).
+* ``turns`` also keeps a call's id unique within the run (``unique_call_ids``): a provider may
+  reuse ids, and a keyless call's dispatch marker derives from its id.
 * ``dispatch`` — before a call is handed to its tool, its intent is claimed in the idempotency
   store; the outcome is recorded after. So the record, not the frontier, says what happened
   after the frontier was written.
@@ -34,7 +36,7 @@ from agentrun.checkpointing import Checkpointer, CheckpointPolicy
 from agentrun.continuation import ContinuationPolicy
 from agentrun.errors import BudgetExceededError, ConfigurationError, RevisionMismatchError
 from agentrun.frontier import Checkpoint
-from agentrun.idempotency import IdempotencyStore
+from agentrun.idempotency import IdempotencyStore, masking
 from agentrun.leases import (
     MONOTONIC,
     Clock,
@@ -110,6 +112,8 @@ class AgentRunner:
     def __post_init__(self) -> None:
         if self.spans is None:
             self.spans = tracer()
+        # Outcomes are masked as the frontier masks them (see ``MaskedOutcomes``).
+        self.idempotency = masking(self.idempotency, self.checkpoints.masker.outcome)
         boundaries = BoundaryWriter(self.checkpoints, self.on_boundary)
         self._turns = Turns(
             provider=self.provider,
@@ -138,7 +142,10 @@ class AgentRunner:
             provider=registered.provider(),
             idempotency=backend.idempotency,
             checkpoints=Checkpointer(
-                backend.checkpoints, checkpoint_policy, history=backend.history
+                backend.checkpoints,
+                checkpoint_policy,
+                history=backend.history,
+                masker=backend.masker,
             ),
             leases=backend.leases,
             ledger=backend.ledger,

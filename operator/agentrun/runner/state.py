@@ -57,6 +57,11 @@ class RunState:
     """Whether ``history_bytes`` is kept (only a continuation policy reads it)."""
     resumed: bool = False
     stop: Callable[[], bool] | None = None
+    call_ids: set[str] = field(init=False)
+    """Every call id the conversation holds, which a new call may not reuse."""
+
+    def __post_init__(self) -> None:
+        self.call_ids = {call.id for message in self.messages for call in message.tool_calls}
 
     def ensure_held(self) -> None:
         """Before every model call and every dispatch: still ours, and still wanted?"""

@@ -9,6 +9,7 @@ settles the calls its frontier left outstanding, as the resume plan decided them
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from opentelemetry.trace import Tracer
@@ -17,7 +18,7 @@ from agentrun.checkpointing import Checkpointer
 from agentrun.continuation import ContinuationPolicy, continued
 from agentrun.frontier import Boundary, Checkpoint
 from agentrun.ledger import Ledger
-from agentrun.messages import Message, TextPart, Usage
+from agentrun.messages import Message, TextPart, ToolCall, Usage
 from agentrun.resume import ResumePlan
 from agentrun.runner.boundaries import BoundaryWriter
 from agentrun.runner.dispatch import Dispatcher, pending_call
@@ -93,19 +94,20 @@ class Turns:
                     model=state.agent.model, messages=tuple(state.messages), tools=tools
                 )
                 record_usage(span, reply.usage)
+            calls = unique_call_ids(reply.tool_calls, state.call_ids, state.iteration)
             state.iteration += 1
             state.journal.append(f"model {state.iteration}")
             await self._charge(state, reply.usage)
             assistant = Message(
                 role="assistant",
                 parts=(TextPart(text=reply.text),) if reply.text else (),
-                tool_calls=reply.tool_calls,
+                tool_calls=calls,
             )
             state.append(assistant)
-            if not reply.tool_calls:
+            if not calls:
                 await self.boundaries.write(state, Boundary.AFTER_MODEL_CALL)
                 return self._result(state, RunStatus.COMPLETED)
-            pending = tuple(pending_call(state.agent, call) for call in reply.tool_calls)
+            pending = tuple(pending_call(state.agent, call) for call in calls)
             await self.boundaries.write(state, Boundary.AFTER_MODEL_CALL, pending=pending)
             # Over budget, the reply is paid for and kept: a resume with more budget dispatches
             # what it asked for instead of paying for the same answer again.
@@ -142,3 +144,29 @@ class Turns:
                 budget=None,
                 fence=state.fence,
             )
+
+
+def unique_call_ids(
+    calls: Sequence[ToolCall], taken: set[str], iteration: int
+) -> tuple[ToolCall, ...]:
+    """``calls`` with every id unique among ``taken`` and each other, and ``taken`` grown by them.
+
+    Nothing obliges a provider to keep call ids unique across a run (a server may number calls
+    per reply, or send none), and a keyless call's dispatch marker derives from its id: a later
+    call reusing an earlier one's id would be taken for it, skipped and reported as done. So a
+    reused id becomes ``<id>~<iteration>.<position>`` (suffixed further in the unlikely case that
+    is taken too) before the reply enters the conversation and the frontier: readable, and the
+    same whichever worker asked, so a reply asked for again after a crash gets the same ids.
+    """
+    unique = []
+    for position, call in enumerate(calls):
+        if call.id in taken:
+            renamed = candidate = f"{call.id}~{iteration}.{position}"
+            suffix = 1
+            while candidate in taken:
+                suffix += 1
+                candidate = f"{renamed}.{suffix}"
+            call = call.model_copy(update={"id": candidate})
+        taken.add(call.id)
+        unique.append(call)
+    return tuple(unique)

@@ -18,12 +18,27 @@ from dataclasses import dataclass
 from agentrun.backend import StoreSet
 from agentrun.errors import BudgetExceededError, RunLeaseError, StaleFenceError
 from agentrun.history import handle_for, verified
-from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
+from agentrun.idempotency import (
+    Claim,
+    ClaimState,
+    IdempotencyRecord,
+    IdempotencyStore,
+    ListedRecord,
+    not_holder,
+)
+from agentrun.identifiers import check_key, check_run
 from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
 
 Run = tuple[str, str]
 Now = Callable[[], float]
 """The store's clock: expiry is decided by it, never by a caller's."""
+
+
+def _run(tenant: str, run_id: str) -> Run:
+    """The run's key here, once ``check_run`` accepts its ids (as every store must, although
+    a dictionary could hold any)."""
+    check_run(tenant, run_id)
+    return tenant, run_id
 
 
 class FenceBook:
@@ -50,14 +65,15 @@ class MemoryCheckpointStore:
         self._payloads: dict[Run, bytes] = {}
 
     async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
-        self._fences.admit((tenant, run_id), fence, "checkpoint write")
-        self._payloads[(tenant, run_id)] = bytes(payload)
+        run = _run(tenant, run_id)
+        self._fences.admit(run, fence, "checkpoint write")
+        self._payloads[run] = bytes(payload)
 
     async def latest(self, tenant: str, run_id: str) -> bytes | None:
-        return self._payloads.get((tenant, run_id))
+        return self._payloads.get(_run(tenant, run_id))
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        self._payloads.pop((tenant, run_id), None)
+        self._payloads.pop(_run(tenant, run_id), None)
 
 
 @dataclass
@@ -90,7 +106,7 @@ class MemoryLeaseStore:
 
     async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
         require_positive_ttl(ttl)
-        run = (tenant, run_id)
+        run = _run(tenant, run_id)
         live = self._live(run)
         if live is not None and live.holder != holder:
             raise RunLeaseError(
@@ -118,8 +134,9 @@ class MemoryLeaseStore:
             del self._leases[run]
 
     async def held(self, tenant: str, run_id: str) -> RunLease | None:
-        live = self._live((tenant, run_id))
-        return None if live is None else self._view((tenant, run_id), live)
+        run = _run(tenant, run_id)
+        live = self._live(run)
+        return None if live is None else self._view(run, live)
 
 
 @dataclass
@@ -129,6 +146,8 @@ class _Record:
     fence: int
     outcome: str | None = None
     expires: float | None = None
+    call_id: str | None = None
+    tool: str | None = None
 
 
 class MemoryIdempotencyStore:
@@ -155,6 +174,8 @@ class MemoryIdempotencyStore:
             fence=record.fence,
             outcome=record.outcome,
             remaining=remaining,
+            call_id=record.call_id,
+            tool=record.tool,
         )
 
     async def begin(
@@ -166,10 +187,13 @@ class MemoryIdempotencyStore:
         holder: str,
         fence: int,
         ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
     ) -> Claim:
         if ttl is not None:
             require_positive_ttl(ttl)
-        self._fences.admit((tenant, run_id), fence, f"claim of {key}")
+        check_key("idempotency key", key)
+        self._fences.admit(_run(tenant, run_id), fence, f"claim of {key}")
         at = (tenant, run_id, key)
         existing = self._live(at)
         if existing is not None:
@@ -179,6 +203,8 @@ class MemoryIdempotencyStore:
             holder,
             fence,
             expires=None if ttl is None else self._clock() + ttl,
+            call_id=call_id,
+            tool=tool,
         )
         self._records[at] = record
         return Claim(won=True, record=self._view(key, record))
@@ -186,7 +212,7 @@ class MemoryIdempotencyStore:
     def _own(
         self, tenant: str, run_id: str, key: str, holder: str, fence: int, what: str
     ) -> _Record:
-        self._fences.admit((tenant, run_id), fence, what)
+        self._fences.admit(_run(tenant, run_id), fence, what)
         record = self._live((tenant, run_id, key))
         if (
             record is None
@@ -215,8 +241,26 @@ class MemoryIdempotencyStore:
         del self._records[(tenant, run_id, key)]
 
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
-        record = self._live((tenant, run_id, key))
+        record = self._live((*_run(tenant, run_id), key))
         return None if record is None else self._view(key, record)
+
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        run = _run(tenant, run_id)
+        listed = []
+        for at in [at for at in self._records if at[:2] == run]:
+            record = self._live(at)
+            if record is not None:
+                listed.append(
+                    ListedRecord(
+                        key=at[2],
+                        state=record.state,
+                        holder=record.holder,
+                        fence=record.fence,
+                        call_id=record.call_id,
+                        tool=record.tool,
+                    )
+                )
+        return tuple(listed)
 
     async def settle(
         self,
@@ -228,7 +272,8 @@ class MemoryIdempotencyStore:
         by: str,
         claimed_by: tuple[str, int] | None = None,
     ) -> bool:
-        at = (tenant, run_id, key)
+        check_key("idempotency key", key)
+        at = (*_run(tenant, run_id), key)
         previous = self._records.get(at)
         if claimed_by is not None and (
             previous is None
@@ -244,7 +289,8 @@ class MemoryIdempotencyStore:
         return True
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        for at in [at for at in self._records if at[:2] == (tenant, run_id)]:
+        run = _run(tenant, run_id)
+        for at in [at for at in self._records if at[:2] == run]:
             del self._records[at]
 
 
@@ -256,24 +302,26 @@ class MemoryHistoryStore:
         self._segments: dict[Run, dict[str, bytes]] = {}
 
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
-        self._fences.admit((tenant, run_id), fence, "history write")
+        run = _run(tenant, run_id)
+        self._fences.admit(run, fence, "history write")
         handle = handle_for(segment)
-        self._segments.setdefault((tenant, run_id), {})[handle] = bytes(segment)
+        self._segments.setdefault(run, {})[handle] = bytes(segment)
         return handle
 
     async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
-        return verified(run_id, handle, self._segments.get((tenant, run_id), {}).get(handle))
+        return verified(run_id, handle, self._segments.get(_run(tenant, run_id), {}).get(handle))
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        self._segments.pop((tenant, run_id), None)
+        self._segments.pop(_run(tenant, run_id), None)
 
 
 class MemoryLedger:
-    """The reference ``Ledger``, in process."""
+    """Charges per run and the run's running total, so a charge never re-reads the others."""
 
     def __init__(self, fences: FenceBook | None = None) -> None:
         self._fences = fences or FenceBook()
-        self._charges: dict[Run, dict[str, int]] = {}
+        self._charges: dict[Run, set[str]] = {}
+        self._spent: dict[Run, int] = {}
 
     async def charge(
         self,
@@ -285,21 +333,26 @@ class MemoryLedger:
         budget: int | None,
         fence: int,
     ) -> int:
-        self._fences.admit((tenant, run_id), fence, "ledger charge")
-        charges = self._charges.setdefault((tenant, run_id), {})
-        spent = sum(charges.values())
+        run = _run(tenant, run_id)
+        check_key("charge id", charge_id)
+        self._fences.admit(run, fence, "ledger charge")
+        charges = self._charges.setdefault(run, set())
+        spent = self._spent.get(run, 0)
         if charge_id in charges:
             return spent
         if budget is not None and spent + micros > budget:
             raise BudgetExceededError(run_id, spent, micros, budget)
-        charges[charge_id] = micros
+        charges.add(charge_id)
+        self._spent[run] = spent + micros
         return spent + micros
 
     async def spent(self, tenant: str, run_id: str) -> int:
-        return sum(self._charges.get((tenant, run_id), {}).values())
+        return self._spent.get(_run(tenant, run_id), 0)
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        self._charges.pop((tenant, run_id), None)
+        run = _run(tenant, run_id)
+        self._charges.pop(run, None)
+        self._spent.pop(run, None)
 
 
 class MemoryBackend(StoreSet):
@@ -308,7 +361,8 @@ class MemoryBackend(StoreSet):
 
     checkpoints: MemoryCheckpointStore
     leases: MemoryLeaseStore
-    idempotency: MemoryIdempotencyStore
+    idempotency: IdempotencyStore
+    """The memory one, masking outcomes like every backend's (``StoreSet``)."""
     history: MemoryHistoryStore
     ledger: MemoryLedger
 

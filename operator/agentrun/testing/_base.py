@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 import pytest
 
 from agentrun.backend import Backend
+from agentrun.errors import ConfigurationError
+from agentrun.testing.hostile import UNUSABLE_IDS
 
 
 class ConformanceBase:
@@ -37,3 +40,13 @@ class ConformanceBase:
     async def pass_time(self, seconds: float) -> None:
         """Let ``seconds`` pass on the store's clock. Override for a store with a movable clock."""
         await asyncio.sleep(seconds)
+
+
+async def refuses_unusable_ids(call: Callable[[str, str], Awaitable[object]]) -> None:
+    """``call(tenant, run_id)`` raises ``ConfigurationError`` naming the tenant or the run id
+    for every id in ``UNUSABLE_IDS``, in either place: never a driver's error, nor a write."""
+    for bad in UNUSABLE_IDS:
+        for tenant, run_id, named in ((bad, "run", "tenant"), ("tenant", bad, "run id")):
+            with pytest.raises(ConfigurationError) as caught:
+                await call(tenant, run_id)
+            assert str(caught.value).startswith(named), (bad, str(caught.value))

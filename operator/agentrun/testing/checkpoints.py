@@ -9,8 +9,9 @@ import pytest
 
 from agentrun.backend import CheckpointStore
 from agentrun.errors import StaleFenceError
-from agentrun.testing._base import ConformanceBase
-from agentrun.testing.hostile import HOSTILE_IDS
+from agentrun.identifiers import MAX_ID_BYTES
+from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
+from agentrun.testing.hostile import HOSTILE_IDS, longest
 
 
 def _payload(label: str, size: int = 0) -> bytes:
@@ -90,3 +91,21 @@ class CheckpointStoreConformance(ConformanceBase):
         payload = _payload("big", 1 << 20)
         await store.put(tenant, "run", payload, fence=1)
         assert _same(await store.latest(tenant, "run"), payload)
+
+    async def test_a_nul_character_round_trips(self, store: CheckpointStore, tenant: str) -> None:
+        payload = json.dumps({"format_version": 1, "label": "a tool said \x00 here"}).encode()
+        await store.put(tenant, "run", payload, fence=1)
+        assert _same(await store.latest(tenant, "run"), payload)
+
+    async def test_ids_as_long_as_the_limit_are_kept(
+        self, store: CheckpointStore, tenant: str
+    ) -> None:
+        tenant, run_id = longest(MAX_ID_BYTES, tenant), longest(MAX_ID_BYTES, "run")
+        await store.put(tenant, run_id, _payload("long"), fence=1)
+        assert _same(await store.latest(tenant, run_id), _payload("long"))
+        await store.forget(tenant, run_id)
+
+    async def test_ids_no_store_can_key_on_are_refused(self, store: CheckpointStore) -> None:
+        await refuses_unusable_ids(lambda t, r: store.put(t, r, _payload("x"), fence=1))
+        await refuses_unusable_ids(store.latest)
+        await refuses_unusable_ids(store.forget)

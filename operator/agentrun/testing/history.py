@@ -7,9 +7,10 @@ import pytest
 
 from agentrun.errors import HistoryUnavailableError, StaleFenceError
 from agentrun.history import HistoryStore, append_transcript, handle_for, load_transcript
+from agentrun.identifiers import MAX_ID_BYTES
 from agentrun.messages import Message
-from agentrun.testing._base import ConformanceBase
-from agentrun.testing.hostile import HOSTILE_IDS
+from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
+from agentrun.testing.hostile import HOSTILE_IDS, longest
 
 
 class HistoryStoreConformance(ConformanceBase):
@@ -75,3 +76,16 @@ class HistoryStoreConformance(ConformanceBase):
             sent.extend(fresh)
         assert head is not None
         assert await load_transcript(store, tenant, "run", head) == tuple(sent)
+
+    async def test_ids_as_long_as_the_limit_are_kept(
+        self, store: HistoryStore, tenant: str
+    ) -> None:
+        tenant, run_id = longest(MAX_ID_BYTES, tenant), longest(MAX_ID_BYTES, "run")
+        handle = await store.put(tenant, run_id, b"long", fence=1)
+        assert await store.fetch(tenant, run_id, handle) == b"long"
+        await store.forget(tenant, run_id)
+
+    async def test_ids_no_store_can_key_on_are_refused(self, store: HistoryStore) -> None:
+        await refuses_unusable_ids(lambda t, r: store.put(t, r, b"segment", fence=1))
+        await refuses_unusable_ids(lambda t, r: store.fetch(t, r, handle_for(b"segment")))
+        await refuses_unusable_ids(store.forget)

@@ -8,9 +8,10 @@ import asyncio
 import pytest
 
 from agentrun.errors import RunLeaseError
+from agentrun.identifiers import MAX_ID_BYTES
 from agentrun.leases import LeaseStore
-from agentrun.testing._base import ConformanceBase
-from agentrun.testing.hostile import HOSTILE_IDS
+from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
+from agentrun.testing.hostile import HOSTILE_IDS, longest
 
 
 class LeaseStoreConformance(ConformanceBase):
@@ -122,3 +123,15 @@ class LeaseStoreConformance(ConformanceBase):
         assert len(winners) == 1
         assert all(isinstance(r, RunLeaseError) for r in losers)
         assert all(r.holder == winners[0].holder for r in losers if isinstance(r, RunLeaseError))
+
+    async def test_ids_as_long_as_the_limit_are_kept(self, store: LeaseStore, tenant: str) -> None:
+        tenant, run_id = longest(MAX_ID_BYTES, tenant), longest(MAX_ID_BYTES, "run")
+        lease = await store.acquire(tenant, run_id, "w1", ttl=30)
+        held = await store.held(tenant, run_id)
+        assert held is not None
+        assert (held.tenant, held.run_id, held.fence) == (tenant, run_id, lease.fence)
+        await store.release(lease)
+
+    async def test_ids_no_store_can_key_on_are_refused(self, store: LeaseStore) -> None:
+        await refuses_unusable_ids(lambda t, r: store.acquire(t, r, "w1", ttl=30))
+        await refuses_unusable_ids(store.held)

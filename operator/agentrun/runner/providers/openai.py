@@ -44,15 +44,20 @@ def _wire_message(message: Message) -> dict[str, Any]:
 
 
 def _reply(completion: ChatCompletion) -> ModelReply:
+    """The reply in ``completion``. A call without an id (some servers send none, or an empty
+    one) gets its place in the reply as one, as servers that number calls per reply do; the
+    runner makes every call id of a run unique, so such ids repeating across turns is harmless."""
     message = completion.choices[0].message
     calls = []
-    for raw in message.tool_calls or ():
+    for index, raw in enumerate(message.tool_calls or ()):
         if not isinstance(raw, ChatCompletionMessageFunctionToolCall):
             raise ValueError(f"tool call {raw.id!r} is of type {raw.type!r}, not a function call")
         arguments = json.loads(raw.function.arguments or "{}")
         if not isinstance(arguments, dict):
             raise ValueError(f"the arguments of tool call {raw.id!r} are not a JSON object")
-        calls.append(ToolCall(id=raw.id, name=raw.function.name, arguments=arguments))
+        calls.append(
+            ToolCall(id=raw.id or f"call_{index}", name=raw.function.name, arguments=arguments)
+        )
     usage = completion.usage
     return ModelReply(
         text=message.content or "",

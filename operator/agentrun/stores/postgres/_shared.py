@@ -2,8 +2,10 @@
 
 Driver errors become kit errors in exactly one place (``Database.connection``): a refused
 connection, a dead socket, a timeout or a server error is a retryable ``StoreUnavailableError``;
-data the server refuses to hold (a NUL in a JSON string, an id past the index's row size) is a
-``PostgresRefusedError``, because sending the same bytes again would be refused again. Every
+data the server refuses to hold is a ``PostgresRefusedError``, because sending the same bytes
+again would be refused again. (What that used to be, a NUL in a frontier or an outcome and an id
+past the index's row size, no longer reaches the server: payloads are ``bytea`` and the kit
+refuses such ids itself, see ``agentrun.identifiers``.) Every
 call carries a timeout of its own, so a server that stops answering fails the call in seconds
 even on a pool the caller built without a ``command_timeout``.
 
@@ -73,6 +75,7 @@ class PostgresTables:
     idempotency: str = "adk_idempotency"
     history: str = "adk_history_segments"
     ledger: str = "adk_ledger"
+    ledger_totals: str = "adk_ledger_totals"
 
     def __post_init__(self) -> None:
         for role, name in self.items():

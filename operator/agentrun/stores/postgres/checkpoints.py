@@ -1,13 +1,13 @@
-"""``PostgresCheckpointStore``: one ``jsonb`` frontier per run, written under the run's fence.
+"""``PostgresCheckpointStore``: one frontier per run, written under the run's fence.
 
 A write is one statement: the shared fence CTE locks the run's fence row and checks and raises
 it, and the upsert of the frontier selects from it only if the writer's fence was admitted. So a
 superseded writer can never land a frontier, even racing the acquisition that superseded it.
 
-Payloads go in and come out as text (``$4::text::jsonb``, ``payload::text``), so the store works
-the same on a pool whose connections carry a custom ``jsonb`` codec. ``jsonb`` only holds valid
-JSON, so the one unreadable thing a read can find is JSON that is not a frontier's object (a row
-written by hand); that raises ``CheckpointFormatError`` naming the run.
+Payloads are kept as ``bytea``, the very bytes the kit wrote. Not ``jsonb``: that cannot hold a
+NUL character, and a frontier may carry one (a tool's output), which every other store keeps.
+Reading a payload back is ``frontier.decode``'s work, as for every store: a row written by hand
+that is not a frontier raises ``CheckpointFormatError`` naming the run.
 
 The published DDL has the server compress ``payload`` with lz4 rather than pglz where it can:
 at 100 KB and more, TOAST compression is most of what a write costs, for this statement and for
@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentrun.errors import CheckpointFormatError
-from agentrun.frontier import CHECKPOINT_FORMAT
+from agentrun.identifiers import check_run
 from agentrun.stores.postgres._shared import (
     FENCE_CTE,
     PostgresStore,
@@ -29,15 +28,12 @@ from agentrun.stores.postgres._shared import (
 _PUT = (
     "WITH " + FENCE_CTE + ", written AS ("
     "INSERT INTO {checkpoints} (tenant, run_id, fence, payload, written_at) "
-    "SELECT $1, $2, $3, $4::text::jsonb, clock_timestamp() FROM fence WHERE current = $3 "
+    "SELECT $1, $2, $3, $4::bytea, clock_timestamp() FROM fence WHERE current = $3 "
     "ON CONFLICT (tenant, run_id) DO UPDATE SET fence = EXCLUDED.fence, "
     "payload = EXCLUDED.payload, written_at = EXCLUDED.written_at) "
     "SELECT current FROM fence"
 )
-_LATEST = (
-    "SELECT payload::text AS payload, jsonb_typeof(payload) AS kind FROM {checkpoints} "
-    "WHERE tenant = $1 AND run_id = $2"
-)
+_LATEST = "SELECT payload FROM {checkpoints} WHERE tenant = $1 AND run_id = $2"
 _FORGET = "DELETE FROM {checkpoints} WHERE tenant = $1 AND run_id = $2"
 
 
@@ -48,29 +44,26 @@ class PostgresCheckpointStore(PostgresStore):
         self._put, self._latest, self._forget = sql(_PUT), sql(_LATEST), sql(_FORGET)
 
     async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        check_run(tenant, run_id)
         row = await self._db.fetchrow(
             f"write the checkpoint of run {run_id!r}",
             self._put,
             tenant,
             run_id,
             fence,
-            payload.decode(),
+            payload,
         )
         admit(tenant, run_id, fence, int(row["current"]), "checkpoint write")
 
     async def latest(self, tenant: str, run_id: str) -> bytes | None:
+        check_run(tenant, run_id)
         row = await self._db.fetchrow(
             f"read the checkpoint of run {run_id!r}", self._latest, tenant, run_id
         )
-        if row is None:
-            return None
-        if row["kind"] != "object":
-            raise CheckpointFormatError(
-                run_id, f"a JSON {row['kind']} where a frontier object belongs", CHECKPOINT_FORMAT
-            )
-        return str(row["payload"]).encode()
+        return None if row is None else bytes(row["payload"])
 
     async def forget(self, tenant: str, run_id: str) -> None:
+        check_run(tenant, run_id)
         await self._db.execute(
             f"forget the checkpoint of run {run_id!r}", self._forget, tenant, run_id
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentrun.history import handle_for, verified
+from agentrun.identifiers import check_run
 from agentrun.stores.postgres._shared import (
     FENCE_CTE,
     PostgresStore,
@@ -34,6 +35,7 @@ class PostgresHistoryStore(PostgresStore):
         self._put, self._fetch, self._forget = sql(_PUT), sql(_FETCH), sql(_FORGET)
 
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
+        check_run(tenant, run_id)
         handle = handle_for(segment)
         row = await self._db.fetchrow(
             f"write a transcript segment of run {run_id!r}",
@@ -48,12 +50,14 @@ class PostgresHistoryStore(PostgresStore):
         return handle
 
     async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
+        check_run(tenant, run_id)
         row = await self._db.fetchrow(
             f"read a transcript segment of run {run_id!r}", self._fetch, tenant, run_id, handle
         )
         return verified(run_id, handle, None if row is None else bytes(row["segment"]))
 
     async def forget(self, tenant: str, run_id: str) -> None:
+        check_run(tenant, run_id)
         await self._db.execute(
             f"forget the transcript of run {run_id!r}", self._forget, tenant, run_id
         )

@@ -11,6 +11,9 @@ same holder beginning the same key twice under one fence gets ``won=False`` the 
 statement as the fence check; anything else is ``StaleFenceError``. ``settle`` is a person's
 answer and is not fenced. Expiry (``ttl``) is measured by ``clock_timestamp()`` only; a claim
 without one never expires, and an expired claim reads as None.
+
+Outcomes are kept as UTF-8 ``bytea``: ``text`` cannot hold a NUL character, and a tool's output
+may carry one, which every other store keeps.
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from collections.abc import Callable
 
 import asyncpg
 
-from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
+from agentrun.idempotency import (
+    Claim,
+    ClaimState,
+    IdempotencyRecord,
+    ListedRecord,
+    not_holder,
+)
+from agentrun.identifiers import check_key, check_run
 from agentrun.leases import require_positive_ttl
 from agentrun.stores.postgres._shared import (
     FENCE_CTE,
@@ -34,20 +44,23 @@ _REMAINING = "EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8 AS rema
 _BEGIN = (
     "WITH " + FENCE_CTE + ", claimed AS ("
     "INSERT INTO {idempotency} AS i "
-    "(tenant, run_id, key, state, holder, fence, outcome, expires_at, claim) "
+    "(tenant, run_id, key, state, holder, fence, outcome, expires_at, claim, call_id, tool) "
     "SELECT $1, $2, $4, 'in_flight', $5, $3, NULL, "
-    "clock_timestamp() + $6::float8 * interval '1 second', $7 FROM fence WHERE current = $3 "
+    "clock_timestamp() + $6::float8 * interval '1 second', $7, $8, $9 "
+    "FROM fence WHERE current = $3 "
     "ON CONFLICT (tenant, run_id, key) DO UPDATE SET "
-    "(state, holder, fence, outcome, expires_at, claim) = ("
+    "(state, holder, fence, outcome, expires_at, claim, call_id, tool) = ("
     "SELECT CASE WHEN d.lapsed THEN 'in_flight' ELSE i.state END,"
     " CASE WHEN d.lapsed THEN EXCLUDED.holder ELSE i.holder END,"
     " CASE WHEN d.lapsed THEN EXCLUDED.fence ELSE i.fence END,"
     " CASE WHEN d.lapsed THEN NULL ELSE i.outcome END,"
     " CASE WHEN d.lapsed THEN d.now + $6::float8 * interval '1 second' ELSE i.expires_at END,"
-    " CASE WHEN d.lapsed THEN EXCLUDED.claim ELSE i.claim END "
+    " CASE WHEN d.lapsed THEN EXCLUDED.claim ELSE i.claim END,"
+    " CASE WHEN d.lapsed THEN EXCLUDED.call_id ELSE i.call_id END,"
+    " CASE WHEN d.lapsed THEN EXCLUDED.tool ELSE i.tool END "
     "FROM (SELECT now, i.expires_at IS NOT NULL AND i.expires_at <= now AS lapsed "
     "FROM (SELECT clock_timestamp() AS now) AS c) AS d) "
-    "RETURNING i.state, i.holder, i.fence, i.outcome, i.claim, "
+    "RETURNING i.state, i.holder, i.fence, i.outcome, i.claim, i.call_id, i.tool, "
     "EXTRACT(EPOCH FROM i.expires_at - clock_timestamp())::float8 AS remaining) "
     "SELECT current, claimed.* FROM fence LEFT JOIN claimed ON true"
 )
@@ -70,15 +83,20 @@ _ABANDON = (
     "DELETE FROM {idempotency} WHERE " + _OWNED + " RETURNING 1) " + _CURRENT
 )
 _READ = (
-    "SELECT state, holder, fence, outcome, " + _REMAINING + " FROM {idempotency} "
+    "SELECT state, holder, fence, outcome, call_id, tool, " + _REMAINING + " FROM {idempotency} "
     "WHERE tenant = $1 AND run_id = $2 AND key = $3 AND " + _LIVE
+)
+_LIST = (
+    "SELECT key, state, holder, fence, call_id, tool FROM {idempotency} "
+    "WHERE tenant = $1 AND run_id = $2 AND " + _LIVE
 )
 _SETTLE = (
     "INSERT INTO {idempotency} AS i "
     "(tenant, run_id, key, state, holder, fence, outcome, expires_at, claim) "
     "VALUES ($1, $2, $3, 'completed', $4, 0, $5, NULL, $6) "
     "ON CONFLICT (tenant, run_id, key) DO UPDATE SET state = 'completed', "
-    "holder = EXCLUDED.holder, outcome = EXCLUDED.outcome, expires_at = NULL"
+    "holder = EXCLUDED.holder, outcome = EXCLUDED.outcome, expires_at = NULL, "
+    "call_id = NULL, tool = NULL"
 )
 _UNSETTLE = "DELETE FROM {idempotency} WHERE tenant = $1 AND run_id = $2 AND key = $3"
 _CLAIM_IS = (
@@ -86,8 +104,8 @@ _CLAIM_IS = (
     "AND fence = $5"
 )
 _SETTLE_CLAIM = (
-    "UPDATE {idempotency} SET state = 'completed', holder = $6, outcome = $7, expires_at = NULL "
-    "WHERE " + _CLAIM_IS + " RETURNING 1"
+    "UPDATE {idempotency} SET state = 'completed', holder = $6, outcome = $7, expires_at = NULL, "
+    "call_id = NULL, tool = NULL WHERE " + _CLAIM_IS + " RETURNING 1"
 )
 _UNSETTLE_CLAIM = "DELETE FROM {idempotency} WHERE " + _CLAIM_IS + " RETURNING 1"
 _FORGET = "DELETE FROM {idempotency} WHERE tenant = $1 AND run_id = $2"
@@ -98,7 +116,7 @@ class PostgresIdempotencyStore(PostgresStore):
 
     def _prepare(self, sql: Callable[[str], str]) -> None:
         self._begin, self._record, self._abandon = sql(_BEGIN), sql(_RECORD), sql(_ABANDON)
-        self._read, self._settle = sql(_READ), sql(_SETTLE)
+        self._read, self._list, self._settle = sql(_READ), sql(_LIST), sql(_SETTLE)
         self._unsettle, self._forget = sql(_UNSETTLE), sql(_FORGET)
         self._settle_claim, self._unsettle_claim = sql(_SETTLE_CLAIM), sql(_UNSETTLE_CLAIM)
 
@@ -111,7 +129,11 @@ class PostgresIdempotencyStore(PostgresStore):
         holder: str,
         fence: int,
         ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
     ) -> Claim:
+        check_run(tenant, run_id)
+        check_key("idempotency key", key)
         if ttl is not None:
             require_positive_ttl(ttl)
         claim = uuid.uuid4()
@@ -125,6 +147,8 @@ class PostgresIdempotencyStore(PostgresStore):
             holder,
             ttl,
             claim,
+            call_id,
+            tool,
         )
         admit(tenant, run_id, fence, int(row["current"]), f"claim of {key}")
         return Claim(won=row["claim"] == claim, record=_record(key, row))
@@ -158,20 +182,47 @@ class PostgresIdempotencyStore(PostgresStore):
     async def record(
         self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
     ) -> None:
+        check_run(tenant, run_id)
         await self._settle_own(
-            self._record, f"outcome of {key}", tenant, run_id, key, holder, fence, outcome
+            self._record,
+            f"outcome of {key}",
+            tenant,
+            run_id,
+            key,
+            holder,
+            fence,
+            outcome.encode(),
         )
 
     async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
+        check_run(tenant, run_id)
         await self._settle_own(
             self._abandon, f"abandoning {key}", tenant, run_id, key, holder, fence
         )
 
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
+        check_run(tenant, run_id)
         row = await self._db.fetchrow(
             f"read {key!r} of run {run_id!r}", self._read, tenant, run_id, key
         )
         return None if row is None else _record(key, row)
+
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        check_run(tenant, run_id)
+        rows = await self._db.fetch(
+            f"list the claims of run {run_id!r}", self._list, tenant, run_id
+        )
+        return tuple(
+            ListedRecord(
+                key=str(row["key"]),
+                state=ClaimState(row["state"]),
+                holder=str(row["holder"]),
+                fence=int(row["fence"]),
+                call_id=row["call_id"],
+                tool=row["tool"],
+            )
+            for row in rows
+        )
 
     async def settle(
         self,
@@ -183,6 +234,8 @@ class PostgresIdempotencyStore(PostgresStore):
         by: str,
         claimed_by: tuple[str, int] | None = None,
     ) -> bool:
+        check_run(tenant, run_id)
+        check_key("idempotency key", key)
         operation = f"settle {key!r} of run {run_id!r}"
         if claimed_by is not None:
             # One statement, so the check and the write see the same row version.
@@ -190,17 +243,20 @@ class PostgresIdempotencyStore(PostgresStore):
             if outcome is None:
                 row = await self._db.fetchrow(operation, self._unsettle_claim, *claim)
             else:
-                row = await self._db.fetchrow(operation, self._settle_claim, *claim, by, outcome)
+                row = await self._db.fetchrow(
+                    operation, self._settle_claim, *claim, by, outcome.encode()
+                )
             return row is not None
         if outcome is None:
             await self._db.execute(operation, self._unsettle, tenant, run_id, key)
         else:
             await self._db.execute(
-                operation, self._settle, tenant, run_id, key, by, outcome, uuid.uuid4()
+                operation, self._settle, tenant, run_id, key, by, outcome.encode(), uuid.uuid4()
             )
         return True
 
     async def forget(self, tenant: str, run_id: str) -> None:
+        check_run(tenant, run_id)
         await self._db.execute(f"forget the claims of run {run_id!r}", self._forget, tenant, run_id)
 
 
@@ -211,6 +267,8 @@ def _record(key: str, row: asyncpg.Record) -> IdempotencyRecord:
         state=ClaimState(row["state"]),
         holder=str(row["holder"]),
         fence=int(row["fence"]),
-        outcome=row["outcome"],
+        outcome=None if row["outcome"] is None else bytes(row["outcome"]).decode(),
         remaining=None if remaining is None else max(0.0, float(remaining)),
+        call_id=row["call_id"],
+        tool=row["tool"],
     )

@@ -5,6 +5,11 @@ and together exceed it. A single statement cannot promise that: its snapshot is 
 waits for the run's fence row. So a charge is a short transaction: the fence check-and-raise
 first (which locks the run's fence row until commit, and so orders every charge of the run),
 then the charge, whose statement starts after the lock and therefore sees all earlier charges.
+
+The run's total is kept in ``ledger_totals`` and raised by the statement that inserts the
+charge, so a charge reads one row however many came before it (summing them made a run's
+charges cost the square of their number). A run charged before the schema kept totals has no
+row; its next charge sums its charges once (``COALESCE`` evaluates the sum only then).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentrun.errors import BudgetExceededError
+from agentrun.identifiers import check_key, check_run
 from agentrun.stores.postgres._shared import (
     FENCE_CTE,
     PostgresStore,
@@ -19,21 +25,28 @@ from agentrun.stores.postgres._shared import (
 )
 
 _FENCE = "WITH " + FENCE_CTE + " SELECT current FROM fence"
+_TOTAL = (
+    "COALESCE((SELECT spent FROM {ledger_totals} WHERE tenant = $1 AND run_id = $2), "
+    "(SELECT COALESCE(sum(micros), 0) FROM {ledger} WHERE tenant = $1 AND run_id = $2))::bigint"
+)
 _CHARGE = (
-    "WITH prior AS ("
-    "SELECT COALESCE(sum(micros), 0)::bigint AS spent, COALESCE(bool_or(charge_id = $3), false) "
-    "AS seen FROM {ledger} WHERE tenant = $1 AND run_id = $2), "
+    "WITH prior AS (SELECT " + _TOTAL + " AS spent, EXISTS (SELECT 1 FROM {ledger} "
+    "WHERE tenant = $1 AND run_id = $2 AND charge_id = $3) AS seen), "
     "added AS ("
     "INSERT INTO {ledger} (tenant, run_id, charge_id, micros) "
     "SELECT $1, $2, $3, $4::bigint FROM prior "
-    "WHERE NOT seen AND ($5::bigint IS NULL OR spent + $4::bigint <= $5::bigint) RETURNING 1) "
+    "WHERE NOT seen AND ($5::bigint IS NULL OR spent + $4::bigint <= $5::bigint) RETURNING 1), "
+    "total AS ("
+    "INSERT INTO {ledger_totals} (tenant, run_id, spent) "
+    "SELECT $1, $2, spent + $4::bigint FROM prior WHERE EXISTS (SELECT 1 FROM added) "
+    "ON CONFLICT (tenant, run_id) DO UPDATE SET spent = EXCLUDED.spent) "
     "SELECT spent, seen, (SELECT count(*) FROM added) AS added FROM prior"
 )
-_SPENT = (
-    "SELECT COALESCE(sum(micros), 0)::bigint AS spent FROM {ledger} "
-    "WHERE tenant = $1 AND run_id = $2"
+_SPENT = "SELECT " + _TOTAL + " AS spent"
+_FORGET = (
+    "WITH charges AS (DELETE FROM {ledger} WHERE tenant = $1 AND run_id = $2) "
+    "DELETE FROM {ledger_totals} WHERE tenant = $1 AND run_id = $2"
 )
-_FORGET = "DELETE FROM {ledger} WHERE tenant = $1 AND run_id = $2"
 
 
 class PostgresLedger(PostgresStore):
@@ -53,6 +66,8 @@ class PostgresLedger(PostgresStore):
         budget: int | None,
         fence: int,
     ) -> int:
+        check_run(tenant, run_id)
+        check_key("charge id", charge_id)
         timeout = self._db.timeout
         async with (
             self._db.connection(f"charge run {run_id!r}") as connection,
@@ -71,12 +86,14 @@ class PostgresLedger(PostgresStore):
         return spent + micros
 
     async def spent(self, tenant: str, run_id: str) -> int:
+        check_run(tenant, run_id)
         row = await self._db.fetchrow(
             f"read the spend of run {run_id!r}", self._spent, tenant, run_id
         )
         return int(row["spent"])
 
     async def forget(self, tenant: str, run_id: str) -> None:
+        check_run(tenant, run_id)
         await self._db.execute(
             f"forget the charges of run {run_id!r}", self._forget, tenant, run_id
         )

@@ -43,6 +43,7 @@ from agentrun.errors import (
     StaleFenceError,
     StoreUnavailableError,
 )
+from agentrun.identifiers import check_run
 from agentrun.leases import require_positive_ttl
 from agentrun.outcomes import Outcome
 
@@ -86,6 +87,9 @@ class RunKeys:
 
     @classmethod
     def of(cls, prefix: str, tenant: str, run_id: str) -> RunKeys:
+        """The run's keys; refuses (``ConfigurationError``) ids no store can key on, before any
+        command is sent: every call of every Redis store starts here."""
+        check_run(tenant, run_id)
         return cls(tenant, run_id, f"{prefix}:{{{_part(tenant)}:{_part(run_id)}}}:")
 
     @property

@@ -16,7 +16,14 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from agentrun._base import FrozenModel
-from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
+from agentrun.idempotency import (
+    Claim,
+    ClaimState,
+    IdempotencyRecord,
+    ListedRecord,
+    not_holder,
+)
+from agentrun.identifiers import check_key
 from agentrun.stores.redis._shared import (
     RedisStore,
     RunKeys,
@@ -56,6 +63,8 @@ local raw = live(KEYS[2], ARGV[1], now)
 if raw then return {'held', raw, int(now)} end
 local record = {state = 'in_flight', holder = ARGV[2], fence = ARGV[3]}
 if ARGV[4] ~= '' then record.expires = int(now + tonumber(ARGV[4])) end
+if ARGV[5] ~= '' then record.call_id = ARGV[5] end
+if ARGV[6] ~= '' then record.tool = ARGV[6] end
 raw = cjson.encode(record)
 redis.call('HSET', KEYS[2], ARGV[1], raw)
 return {'won', raw, int(now)}
@@ -95,6 +104,24 @@ return {'found', raw, int(now)}
 """,
 )
 
+LIST = lua(
+    RECORDS,
+    """
+local now = now_us()
+local listed = {}
+local all = redis.call('HGETALL', KEYS[1])
+for index = 1, #all, 2 do
+  local raw, record = live(KEYS[1], all[index], now)
+  if raw then
+    listed[#listed + 1] = all[index]
+    listed[#listed + 1] = cjson.encode({state = record.state, holder = record.holder,
+      fence = record.fence, call_id = record.call_id, tool = record.tool})
+  end
+end
+return listed
+""",
+)
+
 SETTLE = lua(
     RECORDS,
     """
@@ -124,17 +151,23 @@ class _Stored(FrozenModel):
     fence: int
     outcome: str | None = None
     expires: int | None = None
+    call_id: str | None = None
+    tool: str | None = None
 
 
-def _view(run: RunKeys, key: str, raw: bytes | int, now: bytes | int) -> IdempotencyRecord:
+def _stored(run: RunKeys, key: str, raw: bytes | int) -> _Stored:
     try:
-        stored = _Stored.model_validate_json(raw if isinstance(raw, bytes) else str(raw))
+        return _Stored.model_validate_json(raw if isinstance(raw, bytes) else str(raw))
     except ValidationError as error:
         raise UnreadableRecordError(
             run.run_id,
             run.tenant,
             f"idempotency record {key!r} is not one this kit wrote ({error})",
         ) from None
+
+
+def _view(run: RunKeys, key: str, raw: bytes | int, now: bytes | int) -> IdempotencyRecord:
+    stored = _stored(run, key, raw)
     remaining = (
         None if stored.expires is None else max(0.0, (stored.expires - int(text(now))) / 1_000_000)
     )
@@ -145,6 +178,8 @@ def _view(run: RunKeys, key: str, raw: bytes | int, now: bytes | int) -> Idempot
         fence=stored.fence,
         outcome=stored.outcome,
         remaining=remaining,
+        call_id=stored.call_id,
+        tool=stored.tool,
     )
 
 
@@ -160,15 +195,18 @@ class RedisIdempotencyStore(RedisStore):
         holder: str,
         fence: int,
         ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
     ) -> Claim:
         micros = "" if ttl is None else str(ttl_micros(ttl))
         run = self._keys(tenant, run_id)
+        check_key("idempotency key", key)
         reply = await self._run(
             BEGIN,
             "claim an idempotency key",
             run,
             [run.fence, run.claims],
-            [key, holder, fence, micros],
+            [key, holder, fence, micros, call_id or "", tool or ""],
         )
         self._admitted(reply, run, fence, f"claim of {key}")
         return Claim(won=reply[0] == b"won", record=_view(run, key, reply[1], reply[2]))
@@ -225,6 +263,25 @@ class RedisIdempotencyStore(RedisStore):
         reply = await self._run(READ, "read an idempotency record", run, [run.claims], [key])
         return None if reply[0] == b"none" else _view(run, key, reply[1], reply[2])
 
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        run = self._keys(tenant, run_id)
+        reply = await self._run(LIST, "list the idempotency records", run, [run.claims], [])
+        listed = []
+        for index in range(0, len(reply), 2):
+            key = text(reply[index])
+            stored = _stored(run, key, reply[index + 1])
+            listed.append(
+                ListedRecord(
+                    key=key,
+                    state=stored.state,
+                    holder=stored.holder,
+                    fence=stored.fence,
+                    call_id=stored.call_id,
+                    tool=stored.tool,
+                )
+            )
+        return tuple(listed)
+
     async def settle(
         self,
         tenant: str,
@@ -236,6 +293,7 @@ class RedisIdempotencyStore(RedisStore):
         claimed_by: tuple[str, int] | None = None,
     ) -> bool:
         run = self._keys(tenant, run_id)
+        check_key("idempotency key", key)
         holder, fence = claimed_by if claimed_by is not None else ("", 0)
         reply = await self._run(
             SETTLE,

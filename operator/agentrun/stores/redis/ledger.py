@@ -9,6 +9,7 @@ integer arithmetic on the server, not Lua's doubles). Both keys live in the run'
 from __future__ import annotations
 
 from agentrun.errors import BudgetExceededError
+from agentrun.identifiers import check_key
 from agentrun.stores.redis._shared import (
     RedisStore,
     UnreadableRecordError,
@@ -44,6 +45,7 @@ class RedisLedger(RedisStore):
         fence: int,
     ) -> int:
         run = self._keys(tenant, run_id)
+        check_key("charge id", charge_id)
         reply = await self._run(
             CHARGE,
             "record a charge",

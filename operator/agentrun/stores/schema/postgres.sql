@@ -1,7 +1,9 @@
--- agentrun PostgreSQL schema, version 1. Printed by `agentrun schema postgres`; the kit never
+-- agentrun PostgreSQL schema, version 2. Printed by `agentrun schema postgres`; the kit never
 -- applies it: schema changes belong to whatever owns this database's migrations.
 -- Apply it with: agentrun schema postgres | psql -v ON_ERROR_STOP=1 "$DATABASE_URL"
--- Every statement is idempotent, and the whole file is one transaction.
+-- Every statement is idempotent, and the whole file is one transaction. Applied to a database of
+-- version 1 it migrates it to version 2 (see "From version 1" below); stop the workers of the
+-- older kit first, since they would go on writing as version 1 did.
 
 BEGIN;
 
@@ -11,7 +13,10 @@ CREATE TABLE IF NOT EXISTS adk_schema_version (
     version    integer     NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
-INSERT INTO adk_schema_version (version) VALUES (1) ON CONFLICT (singleton) DO NOTHING;
+INSERT INTO adk_schema_version (version) VALUES (2)
+    ON CONFLICT (singleton) DO UPDATE
+    SET version = EXCLUDED.version, applied_at = clock_timestamp()
+    WHERE adk_schema_version.version < EXCLUDED.version;
 
 -- The highest fence seen per run, shared by every store: a lease acquisition raises it, and
 -- every fenced write checks and raises it in the same statement. Never lowered, never deleted.
@@ -22,12 +27,14 @@ CREATE TABLE IF NOT EXISTS adk_run_fences (
     PRIMARY KEY (tenant, run_id)
 );
 
--- One frontier per run (payload compressed with lz4 where the server has it; see the end).
+-- One frontier per run: its JSON as UTF-8 bytes, byte for byte what the kit wrote (bytea, not
+-- jsonb: jsonb cannot hold a NUL character, which a frontier may carry). Query it in place with
+-- convert_from(payload, 'UTF8')::jsonb. Compressed with lz4 where the server has it; see the end.
 CREATE TABLE IF NOT EXISTS adk_checkpoints (
     tenant     text        NOT NULL,
     run_id     text        NOT NULL,
     fence      bigint      NOT NULL,
-    payload    jsonb       NOT NULL,
+    payload    bytea       NOT NULL,
     written_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (tenant, run_id)
 );
@@ -44,6 +51,9 @@ CREATE TABLE IF NOT EXISTS adk_run_leases (
 
 -- Tool-call claims and outcomes; expires_at is NULL for a claim that never expires.
 -- claim identifies one successful begin(), so a caller can tell its own claim from another's.
+-- outcome is UTF-8 bytes (text cannot hold a NUL character); call_id and tool name the call
+-- that made the claim (NULL for records that are no call's: approvals, the resume claim, a
+-- person's answer).
 CREATE TABLE IF NOT EXISTS adk_idempotency (
     tenant     text        NOT NULL,
     run_id     text        NOT NULL,
@@ -51,9 +61,11 @@ CREATE TABLE IF NOT EXISTS adk_idempotency (
     state      text        NOT NULL CHECK (state IN ('in_flight', 'completed')),
     holder     text        NOT NULL,
     fence      bigint      NOT NULL CHECK (fence >= 0),
-    outcome    text,
+    outcome    bytea,
     expires_at timestamptz,
     claim      uuid        NOT NULL,
+    call_id    text,
+    tool       text,
     PRIMARY KEY (tenant, run_id, key)
 );
 
@@ -75,10 +87,42 @@ CREATE TABLE IF NOT EXISTS adk_ledger (
     PRIMARY KEY (tenant, run_id, charge_id)
 );
 
+-- The running total of adk_ledger per run, written in the transaction of each charge, so a
+-- charge never re-reads the run's earlier ones. A run charged under version 1 has no row until
+-- its next charge, which sums its charges once.
+CREATE TABLE IF NOT EXISTS adk_ledger_totals (
+    tenant text   NOT NULL,
+    run_id text   NOT NULL,
+    spent  bigint NOT NULL,
+    PRIMARY KEY (tenant, run_id)
+);
+
+-- From version 1: the columns version 2 changed or added in tables version 1 created. Each step
+-- runs only while it is still to do, so applying this file again changes nothing; a type change
+-- rewrites its table under an ACCESS EXCLUSIVE lock, once.
+ALTER TABLE adk_idempotency ADD COLUMN IF NOT EXISTS call_id text;
+ALTER TABLE adk_idempotency ADD COLUMN IF NOT EXISTS tool text;
+DO $$
+BEGIN
+    IF (SELECT atttypid FROM pg_attribute
+        WHERE attrelid = 'adk_checkpoints'::regclass AND attname = 'payload') = 'jsonb'::regtype
+    THEN
+        EXECUTE 'ALTER TABLE adk_checkpoints ALTER COLUMN payload TYPE bytea '
+            'USING convert_to(payload::text, ''UTF8'')';
+    END IF;
+    IF (SELECT atttypid FROM pg_attribute
+        WHERE attrelid = 'adk_idempotency'::regclass AND attname = 'outcome') = 'text'::regtype
+    THEN
+        EXECUTE 'ALTER TABLE adk_idempotency ALTER COLUMN outcome TYPE bytea '
+            'USING convert_to(outcome, ''UTF8'')';
+    END IF;
+END
+$$;
+
 -- Frontiers and transcript segments are compressed with lz4 instead of the default pglz: at
 -- 100 KB and more pglz is most of what a write costs, and lz4 is several times faster at it.
--- Compression is a storage attribute, not part of the tables' shape, so the schema version stays
--- 1, and re-applying this file adopts lz4 on an existing database: values written from then on
+-- Compression is a storage attribute, not part of the tables' shape, and re-applying this file
+-- adopts lz4 on an existing database: values written from then on
 -- are compressed with lz4, values already stored stay as they are and read as before. The ALTER
 -- locks its table (ACCESS EXCLUSIVE), so it runs only while the column is not lz4 yet; applying
 -- the file again after that locks neither table. A server built without lz4 refuses it with

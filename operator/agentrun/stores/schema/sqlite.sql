@@ -1,7 +1,8 @@
--- The agentrun SQLite schema, version 1 (the version is recorded in agentrun_schema).
+-- The agentrun SQLite schema, version 2 (the version is recorded in agentrun_schema).
 --
 -- The embedded default is a file the kit owns, so the kit applies this script itself when it
--- opens the file: every statement is idempotent and all of them run in one transaction.
+-- opens a new file: every statement is idempotent and all of them run in one transaction. A file
+-- of an older version is migrated forward by the kit (see stores/sqlite/schema.py).
 --
 -- Keys are the (tenant, run_id) text columns themselves, so no two runs can share a key.
 -- Times are integer microseconds since the Unix epoch on the database's own clock
@@ -42,7 +43,9 @@ CREATE TABLE IF NOT EXISTS agentrun_leases (
     PRIMARY KEY (tenant, run_id)
 ) STRICT;
 
--- Tool-call intents and outcomes. A claim without expires_us never expires.
+-- Tool-call intents and outcomes. A claim without expires_us never expires. call_id and tool
+-- name the call that made the claim (NULL for records that are no call's: approvals, the
+-- resume claim, a person's answer).
 CREATE TABLE IF NOT EXISTS agentrun_idempotency (
     tenant TEXT NOT NULL,
     run_id TEXT NOT NULL,
@@ -52,6 +55,8 @@ CREATE TABLE IF NOT EXISTS agentrun_idempotency (
     fence INTEGER NOT NULL,
     outcome TEXT,
     expires_us INTEGER,
+    call_id TEXT,
+    tool TEXT,
     PRIMARY KEY (tenant, run_id, key)
 ) STRICT;
 
@@ -71,4 +76,14 @@ CREATE TABLE IF NOT EXISTS agentrun_charges (
     charge_id TEXT NOT NULL,
     micros INTEGER NOT NULL,
     PRIMARY KEY (tenant, run_id, charge_id)
+) STRICT;
+
+-- The running total of agentrun_charges per run, written in the transaction of each charge, so
+-- a charge never re-reads the run's earlier ones. A run charged before version 2 has no row
+-- until its next charge, which sums its charges once.
+CREATE TABLE IF NOT EXISTS agentrun_spent (
+    tenant TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    micros INTEGER NOT NULL,
+    PRIMARY KEY (tenant, run_id)
 ) STRICT;

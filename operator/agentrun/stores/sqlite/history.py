@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from agentrun.history import handle_for, verified
+from agentrun.identifiers import check_run
 from agentrun.stores.sqlite._database import Database, admit, first
 
 
@@ -13,6 +14,7 @@ class SqliteHistoryStore:
         self._database = database
 
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
+        check_run(tenant, run_id)
         handle = handle_for(segment)
 
         def work(connection: sqlite3.Connection) -> None:
@@ -27,6 +29,8 @@ class SqliteHistoryStore:
         return handle
 
     async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
+        check_run(tenant, run_id)
+
         def work(connection: sqlite3.Connection) -> bytes | None:
             row = first(
                 connection,
@@ -42,6 +46,8 @@ class SqliteHistoryStore:
         return verified(run_id, handle, segment)
 
     async def forget(self, tenant: str, run_id: str) -> None:
+        check_run(tenant, run_id)
+
         def work(connection: sqlite3.Connection) -> None:
             connection.execute(
                 "DELETE FROM agentrun_history WHERE tenant = ? AND run_id = ?", (tenant, run_id)

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import sqlite3
 
-from agentrun.idempotency import Claim, ClaimState, IdempotencyRecord, not_holder
+from agentrun.idempotency import (
+    Claim,
+    ClaimState,
+    IdempotencyRecord,
+    ListedRecord,
+    not_holder,
+)
+from agentrun.identifiers import check_key, check_run
 from agentrun.leases import require_positive_ttl
 from agentrun.stores.sqlite._database import (
     NOW_US,
@@ -24,15 +31,20 @@ from agentrun.stores.sqlite._database import (
 )
 
 _WHERE = "WHERE tenant = ? AND run_id = ? AND key = ?"
+_UNEXPIRED = f"(expires_us IS NULL OR expires_us > {NOW_US})"
 _RECORD = (
-    f"SELECT state, holder, fence, outcome, expires_us - {NOW_US} "
+    f"SELECT state, holder, fence, outcome, expires_us - {NOW_US}, call_id, tool "
     f"FROM agentrun_idempotency {_WHERE}"
 )
-_LIVE = f"{_RECORD} AND (expires_us IS NULL OR expires_us > {NOW_US})"
+_LIVE = f"{_RECORD} AND {_UNEXPIRED}"
+_LIST = (
+    "SELECT key, state, holder, fence, call_id, tool FROM agentrun_idempotency "
+    f"WHERE tenant = ? AND run_id = ? AND {_UNEXPIRED}"
+)
 
 
 def _record(key: str, row: Row) -> IdempotencyRecord:
-    state, holder, fence, outcome, left_us = row
+    state, holder, fence, outcome, left_us, call_id, tool = row
     return IdempotencyRecord(
         key=key,
         state=ClaimState(state),
@@ -40,6 +52,8 @@ def _record(key: str, row: Row) -> IdempotencyRecord:
         fence=fence,
         outcome=outcome,
         remaining=None if left_us is None else seconds(left_us),
+        call_id=call_id,
+        tool=tool,
     )
 
 
@@ -74,7 +88,11 @@ class SqliteIdempotencyStore:
         holder: str,
         fence: int,
         ttl: float | None = None,
+        call_id: str | None = None,
+        tool: str | None = None,
     ) -> Claim:
+        check_run(tenant, run_id)
+        check_key("idempotency key", key)
         if ttl is not None:
             require_positive_ttl(ttl)
         at = (tenant, run_id, key)
@@ -86,9 +104,9 @@ class SqliteIdempotencyStore:
             )
             inserted = connection.execute(
                 "INSERT INTO agentrun_idempotency (tenant, run_id, key, state, holder, fence, "
-                f"expires_us) VALUES (?, ?, ?, 'in_flight', ?, ?, {NOW_US} + ?) "
-                "ON CONFLICT (tenant, run_id, key) DO NOTHING",
-                (*at, holder, fence, None if ttl is None else micros(ttl)),
+                f"expires_us, call_id, tool) VALUES (?, ?, ?, 'in_flight', ?, ?, {NOW_US} + ?, "
+                "?, ?) ON CONFLICT (tenant, run_id, key) DO NOTHING",
+                (*at, holder, fence, None if ttl is None else micros(ttl), call_id, tool),
             ).rowcount
             # The row is the one just inserted or the one that was live at the DELETE; it is read
             # unfiltered so a claim lapsing between two statements is still reported as found.
@@ -99,6 +117,7 @@ class SqliteIdempotencyStore:
     async def record(
         self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
     ) -> None:
+        check_run(tenant, run_id)
         at = (tenant, run_id, key)
 
         def work(connection: sqlite3.Connection) -> None:
@@ -112,6 +131,7 @@ class SqliteIdempotencyStore:
         await self._database.write(f"record the outcome of {key} for run {run_id!r}", work)
 
     async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
+        check_run(tenant, run_id)
         at = (tenant, run_id, key)
 
         def work(connection: sqlite3.Connection) -> None:
@@ -121,11 +141,33 @@ class SqliteIdempotencyStore:
         await self._database.write(f"abandon the claim of {key} for run {run_id!r}", work)
 
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
+        check_run(tenant, run_id)
+
         def work(connection: sqlite3.Connection) -> Row | None:
             return first(connection, _LIVE, (tenant, run_id, key))
 
         live = await self._database.read(f"read the claim of {key} for run {run_id!r}", work)
         return None if live is None else _record(key, live)
+
+    async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+        check_run(tenant, run_id)
+
+        def work(connection: sqlite3.Connection) -> list[Row]:
+            rows: list[Row] = connection.execute(_LIST, (tenant, run_id)).fetchall()
+            return rows
+
+        rows = await self._database.read(f"list the claims of run {run_id!r}", work)
+        return tuple(
+            ListedRecord(
+                key=key,
+                state=ClaimState(state),
+                holder=holder,
+                fence=fence,
+                call_id=call,
+                tool=tool,
+            )
+            for key, state, holder, fence, call, tool in rows
+        )
 
     async def settle(
         self,
@@ -137,6 +179,8 @@ class SqliteIdempotencyStore:
         by: str,
         claimed_by: tuple[str, int] | None = None,
     ) -> bool:
+        check_run(tenant, run_id)
+        check_key("idempotency key", key)
         at = (tenant, run_id, key)
 
         def work(connection: sqlite3.Connection) -> bool:
@@ -153,7 +197,8 @@ class SqliteIdempotencyStore:
                 "INSERT INTO agentrun_idempotency (tenant, run_id, key, state, holder, fence, "
                 "outcome, expires_us) VALUES (?, ?, ?, 'completed', ?, 0, ?, NULL) "
                 "ON CONFLICT (tenant, run_id, key) DO UPDATE SET state = 'completed', "
-                "holder = excluded.holder, outcome = excluded.outcome, expires_us = NULL",
+                "holder = excluded.holder, outcome = excluded.outcome, expires_us = NULL, "
+                "call_id = NULL, tool = NULL",
                 (*at, by, outcome),
             )
             return True
@@ -161,6 +206,8 @@ class SqliteIdempotencyStore:
         return await self._database.write(f"settle {key} for run {run_id!r}", work)
 
     async def forget(self, tenant: str, run_id: str) -> None:
+        check_run(tenant, run_id)
+
         def work(connection: sqlite3.Connection) -> None:
             connection.execute(
                 "DELETE FROM agentrun_idempotency WHERE tenant = ? AND run_id = ?", (tenant, run_id)

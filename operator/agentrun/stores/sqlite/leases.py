@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from agentrun.errors import RunLeaseError
+from agentrun.identifiers import check_run
 from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
 from agentrun.stores.sqlite._database import NOW_US, Database, Row, first, micros, one, seconds
 
@@ -31,6 +32,7 @@ class SqliteLeaseStore:
         self._database = database
 
     async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
+        check_run(tenant, run_id)
         require_positive_ttl(ttl)
 
         def work(connection: sqlite3.Connection) -> RunLease:
@@ -88,6 +90,8 @@ class SqliteLeaseStore:
         await self._database.write(f"release the lease on run {lease.run_id!r}", work)
 
     async def held(self, tenant: str, run_id: str) -> RunLease | None:
+        check_run(tenant, run_id)
+
         def work(connection: sqlite3.Connection) -> Row | None:
             return first(connection, _LIVE, (tenant, run_id))
 

@@ -1,8 +1,11 @@
-"""What each run spent, in SQLite: one row per charge, the budget checked in the same transaction.
+"""What each run spent, in SQLite: one row per charge and the run's running total, written
+together, the budget checked in the same transaction.
 
-The total is summed, the charge id looked up, the budget checked and the charge inserted inside
-one fenced ``BEGIN IMMEDIATE`` transaction, so two processes charging one run cannot both fit
-under a budget that has room for only one of them.
+The charge id is looked up, the budget checked against the total, the charge inserted and the
+total raised inside one fenced ``BEGIN IMMEDIATE`` transaction, so two processes charging one run
+cannot both fit under a budget that has room for only one of them, and a charge costs the same
+however many came before it. A run charged before the schema kept totals has no total row; its
+next charge sums its charges once and writes the row.
 """
 
 from __future__ import annotations
@@ -10,9 +13,14 @@ from __future__ import annotations
 import sqlite3
 
 from agentrun.errors import BudgetExceededError
+from agentrun.identifiers import check_key, check_run
 from agentrun.stores.sqlite._database import Database, admit, first, one
 
-_SPENT = "SELECT COALESCE(SUM(micros), 0) FROM agentrun_charges WHERE tenant = ? AND run_id = ?"
+_SPENT = (
+    "SELECT COALESCE("
+    "(SELECT micros FROM agentrun_spent WHERE tenant = ?1 AND run_id = ?2), "
+    "(SELECT COALESCE(SUM(micros), 0) FROM agentrun_charges WHERE tenant = ?1 AND run_id = ?2))"
+)
 
 
 class SqliteLedger:
@@ -29,6 +37,9 @@ class SqliteLedger:
         budget: int | None,
         fence: int,
     ) -> int:
+        check_run(tenant, run_id)
+        check_key("charge id", charge_id)
+
         def work(connection: sqlite3.Connection) -> int:
             admit(connection, tenant, run_id, fence, "ledger charge")
             (spent,) = one(connection, _SPENT, (tenant, run_id))
@@ -49,20 +60,30 @@ class SqliteLedger:
                 "VALUES (?, ?, ?, ?)",
                 (tenant, run_id, charge_id, micros),
             )
+            connection.execute(
+                "INSERT INTO agentrun_spent (tenant, run_id, micros) VALUES (?, ?, ?) "
+                "ON CONFLICT (tenant, run_id) DO UPDATE SET micros = excluded.micros",
+                (tenant, run_id, spent + micros),
+            )
             return int(spent + micros)
 
         return await self._database.write(f"charge {charge_id!r} to run {run_id!r}", work)
 
     async def spent(self, tenant: str, run_id: str) -> int:
+        check_run(tenant, run_id)
+
         def work(connection: sqlite3.Connection) -> int:
             return int(one(connection, _SPENT, (tenant, run_id))[0])
 
         return await self._database.read(f"read the spend of run {run_id!r}", work)
 
     async def forget(self, tenant: str, run_id: str) -> None:
+        check_run(tenant, run_id)
+
         def work(connection: sqlite3.Connection) -> None:
-            connection.execute(
-                "DELETE FROM agentrun_charges WHERE tenant = ? AND run_id = ?", (tenant, run_id)
-            )
+            for table in ("agentrun_charges", "agentrun_spent"):
+                connection.execute(
+                    f"DELETE FROM {table} WHERE tenant = ? AND run_id = ?", (tenant, run_id)
+                )
 
         await self._database.write(f"forget the charges of run {run_id!r}", work)

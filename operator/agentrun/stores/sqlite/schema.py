@@ -7,8 +7,15 @@ embedded SQLite default is a file the kit itself owns, next to the worker, with 
 kit and no migration process to wait for; asking a newcomer to apply DDL to a file before
 ``agentrun run`` could work would only be a step to forget. So opening the file creates its
 folder and applies ``sqlite.sql`` (every statement ``IF NOT EXISTS``) in one transaction, and
-records ``SCHEMA_VERSION``. A file recording another version is refused, untouched, with a
-``ConfigurationError`` naming both versions: the kit never migrates a file silently.
+records ``SCHEMA_VERSION``.
+
+A file of an older version is migrated forward in that same transaction: the columns a version
+added (``ADDED_COLUMNS``), then ``sqlite.sql`` again, which creates the tables it added. Either
+all of it commits or none of it does. A file of a newer version is refused, untouched, with a
+``ConfigurationError`` naming both versions: an older kit cannot know what a newer one wrote.
+Every process sharing a file should run the same kit: one that opened the file before it was
+migrated keeps writing as its version did (it neither names its tool calls in their claims nor
+keeps a run's running total).
 
 ``EXPECTED_SQLITE_SCHEMA`` is the text of ``stores/schema/sqlite.sql``, the one source of truth,
 and what ``agentrun schema sqlite`` prints.
@@ -21,7 +28,13 @@ from importlib.resources import files
 
 from agentrun.errors import ConfigurationError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+ADDED_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {
+    2: (("agentrun_idempotency", "call_id TEXT"), ("agentrun_idempotency", "tool TEXT")),
+}
+"""The columns each version added to a table an older version already had (``sqlite.sql``
+creates them in a new file, and creates whole tables a version added in an old one)."""
 
 EXPECTED_SQLITE_SCHEMA: str = (
     files("agentrun.stores").joinpath("schema", "sqlite.sql").read_text(encoding="utf-8")
@@ -64,11 +77,19 @@ def verify(connection: sqlite3.Connection, where: object) -> None:
 
 
 def install(connection: sqlite3.Connection, where: object) -> None:
-    """Apply the schema to a file that records none, then verify it. Run inside a transaction."""
-    if found_version(connection) is None:
+    """Apply the schema to a file that records none, or migrate one of an older version, then
+    verify it. Run inside a transaction."""
+    found = found_version(connection)
+    if found is not None:
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            for table, column in ADDED_COLUMNS.get(version, ()):
+                connection.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+    if found is None or found < SCHEMA_VERSION:
         for statement in statements(EXPECTED_SQLITE_SCHEMA):
             connection.execute(statement)
         connection.execute(
-            "INSERT INTO agentrun_schema (id, version) VALUES (1, ?)", (SCHEMA_VERSION,)
+            "INSERT INTO agentrun_schema (id, version) VALUES (1, ?) "
+            "ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+            (SCHEMA_VERSION,),
         )
     verify(connection, where)

@@ -1,0 +1,74 @@
+-- The agentrun SQLite schema, version 1 (the version is recorded in agentrun_schema).
+--
+-- The embedded default is a file the kit owns, so the kit applies this script itself when it
+-- opens the file: every statement is idempotent and all of them run in one transaction.
+--
+-- Keys are the (tenant, run_id) text columns themselves, so no two runs can share a key.
+-- Times are integer microseconds since the Unix epoch on the database's own clock
+-- (julianday('now'), millisecond resolution); a caller's clock never reaches these columns.
+-- Tables are STRICT, so every value read back has the type written here.
+
+CREATE TABLE IF NOT EXISTS agentrun_schema (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL
+) STRICT;
+
+-- One fence high-water mark per run, shared by every table below. A lease acquisition raises
+-- it; every fenced write checks fence >= highest and raises it in the same transaction. It is
+-- never lowered: releasing a lease and forgetting a run leave it where it is.
+CREATE TABLE IF NOT EXISTS agentrun_fences (
+    tenant TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    highest INTEGER NOT NULL,
+    PRIMARY KEY (tenant, run_id)
+) STRICT;
+
+-- The run's latest frontier (one per run) and the fence it was written under.
+CREATE TABLE IF NOT EXISTS agentrun_checkpoints (
+    tenant TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    fence INTEGER NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (tenant, run_id)
+) STRICT;
+
+-- The run's lease; it is live while expires_us is ahead of the database's clock.
+CREATE TABLE IF NOT EXISTS agentrun_leases (
+    tenant TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    fence INTEGER NOT NULL CHECK (fence >= 1),
+    expires_us INTEGER NOT NULL,
+    PRIMARY KEY (tenant, run_id)
+) STRICT;
+
+-- Tool-call intents and outcomes. A claim without expires_us never expires.
+CREATE TABLE IF NOT EXISTS agentrun_idempotency (
+    tenant TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
+    holder TEXT NOT NULL,
+    fence INTEGER NOT NULL,
+    outcome TEXT,
+    expires_us INTEGER,
+    PRIMARY KEY (tenant, run_id, key)
+) STRICT;
+
+-- Transcript segments, content-addressed: handle is 'sha256:' and the digest of segment.
+CREATE TABLE IF NOT EXISTS agentrun_history (
+    tenant TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    handle TEXT NOT NULL,
+    segment BLOB NOT NULL,
+    PRIMARY KEY (tenant, run_id, handle)
+) STRICT;
+
+-- What each run has spent, one row per charge so a retried charge is counted once.
+CREATE TABLE IF NOT EXISTS agentrun_charges (
+    tenant TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    charge_id TEXT NOT NULL,
+    micros INTEGER NOT NULL,
+    PRIMARY KEY (tenant, run_id, charge_id)
+) STRICT;
