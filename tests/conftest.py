@@ -20,6 +20,7 @@ _MARKERS_BY_DIRECTORY: dict[str, tuple[str, ...]] = {
     "redis": ("redis",),
     "postgres": ("postgres",),
     "crash": ("slow",),
+    "e2e": ("e2e",),  # a real cluster: `make e2e` only, never `make test`
 }
 
 
