@@ -624,9 +624,10 @@ cluster_status() {
 cluster_env() {
   local key
   for key in CLUSTER_DIR KUBECONFIG_FILE NODE_NAME BRIDGE NODE_IP POD_CIDR SERVICE_CIDR \
-    API_SERVICE_IP DNS_IP EGRESS_CHAIN; do
+    API_SERVICE_IP DNS_IP EGRESS_CHAIN CONTAINERD_SOCK; do
     printf '%s=%s\n' "$key" "${!key}"
   done
+  echo "CRICTL=$BIN_DIR/crictl"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

@@ -27,6 +27,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -299,11 +300,20 @@ def start_control_plane(workdir: Path) -> ControlPlane:
     )
 
 
+class Cluster(Protocol):
+    """What kubectl and helm need of a cluster: the envtest control plane or hack/cluster.sh's."""
+
+    @property
+    def kubeconfig(self) -> Path: ...
+
+    def env(self) -> dict[str, str]: ...
+
+
 @dataclass(frozen=True)
 class Kube:
     """One test module's view of the cluster: its own namespace, kubectl and helm bound to it."""
 
-    control_plane: ControlPlane
+    control_plane: Cluster
     namespace: str
     kubectl_bin: str
 
