@@ -56,8 +56,8 @@ demo-k8s: deps
 	bash hack/demo-k8s.sh
 
 lint: deps
-	$(PYTHON) -m ruff check operator tests bench
-	$(PYTHON) -m ruff format --check operator tests bench
+	$(PYTHON) -m ruff check operator tests bench hack
+	$(PYTHON) -m ruff format --check operator tests bench hack
 	$(PYTHON) -m mypy
 	$(VENV)/bin/lint-imports
 

@@ -40,6 +40,8 @@ CONTAINERD_ROOT="$CACHE_DIR/containerd" # kept across clusters: images are impor
 CONTAINERD_SOCK="$RUN_DIR/containerd.sock"
 SAVED_SYSCTLS="$CACHE_DIR/cluster-sysctls.saved" # outside CLUSTER_DIR: survives a crashed `up`
 KUBECONFIG_FILE="$CLUSTER_DIR/kubeconfig"
+TOOLS_DIR="$BIN_DIR"
+export PATH="$PATH:$BIN_DIR" # kubectl: hack/kube-tools.sh builds one only where the machine has none
 
 NODE_NAME=agentrun-node
 BRIDGE=agentrun0
@@ -624,10 +626,9 @@ cluster_status() {
 cluster_env() {
   local key
   for key in CLUSTER_DIR KUBECONFIG_FILE NODE_NAME BRIDGE NODE_IP POD_CIDR SERVICE_CIDR \
-    API_SERVICE_IP DNS_IP EGRESS_CHAIN CONTAINERD_SOCK; do
+    API_SERVICE_IP DNS_IP EGRESS_CHAIN CONTAINERD_SOCK TOOLS_DIR; do
     printf '%s=%s\n' "$key" "${!key}"
   done
-  echo "CRICTL=$BIN_DIR/crictl"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

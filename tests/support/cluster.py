@@ -139,7 +139,7 @@ class OperatorRelease:
         node = settings()
         inspect = subprocess.run(
             [
-                node["CRICTL"],
+                str(Path(node["TOOLS_DIR"]) / "crictl"),
                 "--runtime-endpoint",
                 f"unix://{node['CONTAINERD_SOCK']}",
                 "inspect",
