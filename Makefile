@@ -3,7 +3,7 @@
 # (.venv in the checkout, made by hack/install-deps.sh); the system interpreter is never written
 # to. `kube-tools` builds kube-apiserver (minutes, the first time), which only the tests that need
 # a Kubernetes API server and the operator benchmark use. The end-to-end suite (tests/e2e, `make
-# e2e`) runs a real single-node cluster (hack/cluster.sh) and is never part of `make test`.
+# e2e`) runs a real single-node cluster (hack/cluster.sh); pytest runs it only when -m names it.
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 PYTEST_ARGS ?=
@@ -40,11 +40,11 @@ cluster-down:
 	@bash hack/cluster.sh down
 
 test: deps kube-tools
-	$(PYTHON) -m pytest -m "not e2e" $(PYTEST_ARGS)
+	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
 # Everything that needs no server, in well under a minute.
 test-fast: deps
-	$(PYTHON) -m pytest -m "not kube and not redis and not postgres and not slow and not e2e" -q $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m "not kube and not redis and not postgres and not slow" -q $(PYTEST_ARGS)
 
 # The operator's chart and image on a real single-node cluster, which the suite brings up (and
 # takes down again unless it was already up).

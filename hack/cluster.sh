@@ -438,77 +438,8 @@ EOF
 }
 
 start_coredns() {
-  kubectl_ apply -f - >"$LOGS/coredns.log" 2>&1 <<EOF || fail "applying CoreDNS" coredns
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: coredns, namespace: kube-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: "system:coredns"}
-rules:
-- apiGroups: [""]
-  resources: [endpoints, services, pods, namespaces]
-  verbs: [list, watch]
-- apiGroups: [discovery.k8s.io]
-  resources: [endpointslices]
-  verbs: [list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "system:coredns"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:coredns"}
-subjects: [{kind: ServiceAccount, name: coredns, namespace: kube-system}]
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: coredns, namespace: kube-system}
-data:
-  Corefile: |
-    .:53 {
-        errors
-        health :8080
-        ready :8181
-        kubernetes cluster.local in-addr.arpa ip6.arpa {
-            pods insecure
-        }
-        cache 30
-    }
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: coredns, namespace: kube-system, labels: {k8s-app: kube-dns}}
-spec:
-  replicas: 1
-  selector: {matchLabels: {k8s-app: kube-dns}}
-  template:
-    metadata: {labels: {k8s-app: kube-dns}}
-    spec:
-      serviceAccountName: coredns
-      dnsPolicy: Default
-      containers:
-      - name: coredns
-        image: docker.io/library/$COREDNS_IMAGE
-        imagePullPolicy: Never
-        args: [-conf, /etc/coredns/Corefile]
-        ports:
-        - {name: dns, containerPort: 53, protocol: UDP}
-        - {name: dns-tcp, containerPort: 53, protocol: TCP}
-        readinessProbe: {httpGet: {path: /ready, port: 8181}, periodSeconds: 2}
-        livenessProbe: {httpGet: {path: /health, port: 8080}, periodSeconds: 10}
-        volumeMounts: [{name: config, mountPath: /etc/coredns, readOnly: true}]
-      volumes: [{name: config, configMap: {name: coredns}}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
-spec:
-  clusterIP: $DNS_IP
-  selector: {k8s-app: kube-dns}
-  ports:
-  - {name: dns, port: 53, protocol: UDP}
-  - {name: dns-tcp, port: 53, protocol: TCP}
-EOF
+  sed -e "s|\${DNS_IP}|$DNS_IP|g" -e "s|\${COREDNS_IMAGE}|$COREDNS_IMAGE|g" hack/cluster/coredns.yaml \
+    | kubectl_ apply -f - >"$LOGS/coredns.log" 2>&1 || fail "applying CoreDNS" coredns
   kubectl_ -n kube-system rollout status deployment/coredns --timeout=120s >>"$LOGS/coredns.log" 2>&1 \
     || { kubectl_ -n kube-system describe pods -l k8s-app=kube-dns >>"$LOGS/coredns.log" 2>&1; fail "CoreDNS did not become ready" coredns; }
 }
@@ -531,7 +462,9 @@ step() { # description, command...
 }
 
 cluster_up() {
+  images_main
   if all_alive && api_ready >/dev/null 2>&1; then
+    import_images # an image rebuilt since the cluster started
     echo "==> the cluster is up: KUBECONFIG=$KUBECONFIG_FILE"
     return
   fi
@@ -539,7 +472,6 @@ cluster_up() {
     echo "==> a previous cluster is half up: taking it down first"
     cluster_down
   fi
-  images_main
   local began=$SECONDS
   unmount_under "$CLUSTER_DIR"
   rm -rf "$CLUSTER_DIR"

@@ -39,7 +39,7 @@ echo " hack/mount_demo_dir.py mounts into every replica)"
 show helm install agentrun charts/agentrun-operator -n "$NS" --create-namespace \
   -f hack/cluster-values.yaml --post-renderer python3 \
   --post-renderer-args hack/mount_demo_dir.py --post-renderer-args "$demo_dir" \
-  --wait --timeout=120s >/dev/null || fail "helm install failed"
+  --wait --timeout=120s || fail "helm install failed"
 show kubectl -n "$NS" get pods -o wide
 
 step "Starting a booking run"
