@@ -2,7 +2,8 @@
 # `make test` work on a fresh machine. Everything Python runs from the project's own virtualenv
 # (.venv in the checkout, made by hack/install-deps.sh); the system interpreter is never written
 # to. `kube-tools` builds kube-apiserver (minutes, the first time), which only the tests that need
-# a Kubernetes API server and the operator benchmark use.
+# a Kubernetes API server and the operator benchmark use. The end-to-end suite (tests/e2e, `make
+# e2e`) runs a real single-node cluster (hack/cluster.sh); pytest runs it only when -m names it.
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 PYTEST_ARGS ?=
@@ -10,7 +11,8 @@ export VENV
 # The tests and scripts find the project's python and console scripts first on PATH.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: deps lock kube-tools test test-fast lint demo bench bench-operator bench-peers
+.PHONY: deps lock kube-tools cluster-tools images cluster-up cluster-down e2e demo-k8s test \
+	test-fast lint demo bench bench-operator bench-peers
 
 deps:
 	@bash hack/install-deps.sh
@@ -23,6 +25,20 @@ lock:
 kube-tools: deps
 	@bash hack/kube-tools.sh
 
+# The node's tools (kubelet & co., CoreDNS, crictl, Debian's container runtime): minutes, once.
+cluster-tools: deps
+	@bash hack/cluster-tools.sh
+
+# The images the cluster runs, made without a registry (hack/images.sh).
+images: deps
+	@bash hack/images.sh
+
+cluster-up: deps
+	@bash hack/cluster.sh up
+
+cluster-down:
+	@bash hack/cluster.sh down
+
 test: deps kube-tools
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
@@ -30,9 +46,18 @@ test: deps kube-tools
 test-fast: deps
 	$(PYTHON) -m pytest -m "not kube and not redis and not postgres and not slow" -q $(PYTEST_ARGS)
 
+# The operator's chart and image on a real single-node cluster, which the suite brings up (and
+# takes down again unless it was already up).
+e2e: deps
+	$(PYTHON) -m pytest tests/e2e -m e2e $(PYTEST_ARGS)
+
+# A booking run on the cluster whose holder pod is killed mid-run; the cluster stays up.
+demo-k8s: deps
+	bash hack/demo-k8s.sh
+
 lint: deps
-	$(PYTHON) -m ruff check operator tests bench
-	$(PYTHON) -m ruff format --check operator tests bench
+	$(PYTHON) -m ruff check operator tests bench hack
+	$(PYTHON) -m ruff format --check operator tests bench hack
 	$(PYTHON) -m mypy
 	$(VENV)/bin/lint-imports
 

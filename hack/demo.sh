@@ -14,27 +14,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/agentrun-demo.XXXXXX")
 export AGENTRUN_STORE="sqlite:///$work/state.db"
 export AGENTRUN_DEMO_LINGER_SECONDS=60
 TTL=4
-bold=""; plain=""
-if [ -t 1 ]; then # bold only on a terminal: a file or a pipe gets plain text
-  bold=$(tput bold 2>/dev/null || true); plain=$(tput sgr0 2>/dev/null || true)
-fi
-step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
-# Echoes the command so it can be pasted back (quoted where a word needs it), runs it, shows rc.
-show() {
-  local word line="\$"
-  for word in "$@"; do
-    case $word in
-      *[!A-Za-z0-9_./:=@,+-]* | "") line+=" '${word//\'/\'\\\'\'}'" ;;
-      *) line+=" $word" ;;
-    esac
-  done
-  printf '%s\n' "$line"
-  "$@"
-  local rc=$?
-  printf '(exit %d)\n' "$rc"
-  return $rc
-}
-fail() { printf '\nDEMO FAILED: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=hack/demo-lib.sh
+source hack/demo-lib.sh
 services() { python3 -m agentrun.demo "$1"; }
 
 start_and_kill() {  # run-id, linger step, what to wait for

@@ -22,7 +22,7 @@
 # KUBE_APISERVER, KUBECTL and HELM may name existing binaries; then nothing is built for them.
 # AGENTRUN_BIN_DIR overrides the cache folder (default: ${XDG_CACHE_HOME:-~/.cache}/agentrun/bin).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 KUBE_VERSION=v1.32.13 # keep in step with hack/kube/go.mod
 HELM_VERSION=v3.17.3
@@ -79,10 +79,11 @@ ensure_go() {
 current() { [ -x "$BIN_DIR/$1" ] && [ "$(cat "$BIN_DIR/$1.version" 2>/dev/null)" = "$2" ]; }
 stamp() { echo "$2" >"$BIN_DIR/$1.version"; }
 
-# go build of a k8s.io/kubernetes command, with the version stamped where `--version` and the
-# API server's /version read it.
-build_kube_command() {
-  local name="$1" minor pkg ldflags start
+# go build of k8s.io/kubernetes commands, in one `go build` (the packages they share compile once,
+# on every core), with the version stamped where `--version` and the API server's /version read
+# it. Niced: other builds and test suites share the machine's cores.
+build_kube_commands() {
+  local minor pkg ldflags name tmp packages=()
   minor="${KUBE_VERSION#v1.}"
   minor="${minor%%.*}"
   ldflags="-s -w"
@@ -90,11 +91,16 @@ build_kube_command() {
     ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean"
   done
-  quietly "building $name $KUBE_VERSION from the k8s.io/kubernetes module (minutes, once)" \
-    bash -c 'cd hack/kube && CGO_ENABLED=0 go build -trimpath -ldflags "$1" -o "$2" "$3"' _ \
-    "$ldflags" "$BIN_DIR/$name.tmp" "k8s.io/kubernetes/cmd/$name"
-  mv "$BIN_DIR/$name.tmp" "$BIN_DIR/$name"
-  stamp "$name" "$KUBE_VERSION"
+  for name in "$@"; do packages+=("k8s.io/kubernetes/cmd/$name"); done
+  tmp="$(mktemp -d "$BIN_DIR/build.XXXXXX")"
+  quietly "building $* $KUBE_VERSION from the k8s.io/kubernetes module (minutes, once)" \
+    bash -c 'cd hack/kube && CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$1" -o "$2/" "${@:3}"' _ \
+    "$ldflags" "$tmp" "${packages[@]}"
+  for name in "$@"; do
+    mv "$tmp/$name" "$BIN_DIR/$name"
+    stamp "$name" "$KUBE_VERSION"
+  done
+  rmdir "$tmp"
 }
 
 build_kube_apiserver() {
@@ -102,14 +108,14 @@ build_kube_apiserver() {
     echo "==> kube-apiserver: using KUBE_APISERVER=$KUBE_APISERVER"
     return
   fi
-  current kube-apiserver "$KUBE_VERSION" || build_kube_command kube-apiserver
+  current kube-apiserver "$KUBE_VERSION" || build_kube_commands kube-apiserver
 }
 
 build_kubectl() {
   if [ -n "${KUBECTL:-}" ] || command -v kubectl >/dev/null; then
     return
   fi
-  current kubectl "$KUBE_VERSION" || build_kube_command kubectl
+  current kubectl "$KUBE_VERSION" || build_kube_commands kubectl
 }
 
 # helm's Makefile stamps its version and the Kubernetes version `helm template` and `helm lint`
@@ -158,8 +164,13 @@ needs_go() {
       && ! current kubectl "$KUBE_VERSION"; }
 }
 
-if needs_go; then ensure_go; fi
-build_kube_apiserver
-build_kubectl
-build_helm
-install_hadolint
+main() {
+  if needs_go; then ensure_go; fi
+  build_kube_apiserver
+  build_kubectl
+  build_helm
+  install_hadolint
+}
+
+# hack/cluster-tools.sh sources this file for its functions; run as a script, it builds.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then main; fi

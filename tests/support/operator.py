@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.kube import REPO, ControlPlane, free_port
+from tests.support.kube import REPO, Cluster, free_port
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Replica:
 
 @dataclass
 class Operators:
-    control_plane: ControlPlane
+    control_plane: Cluster
     namespace: str
     store_url: str
     workdir: Path

@@ -1,0 +1,47 @@
+"""Fixtures for the end-to-end tests: hack/cluster.sh's real single-node cluster.
+
+The cluster comes up once per pytest session (building its tools and images first on a fresh
+machine) and goes down at the end, unless it was already up before the session: then it is left
+as it was found. Each test gets its own namespace. The times the tests measure (cluster start,
+pod kill to takeover) are printed at the end of the run.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import cluster as node_cluster
+from tests.support.kube import Kube
+
+MEASURED: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[node_cluster.NodeCluster]:
+    was_up = node_cluster.is_up()
+    seconds = node_cluster.bring_up()
+    MEASURED.append(f"hack/cluster.sh up: {seconds:.1f}s{' (was already up)' if was_up else ''}")
+    kubeconfig = Path(node_cluster.settings()["KUBECONFIG_FILE"])
+    try:
+        yield node_cluster.NodeCluster(kubeconfig, tmp_path_factory.mktemp("helm"), seconds)
+    finally:
+        if not was_up:
+            node_cluster.take_down()
+
+
+@pytest.fixture
+def namespace(cluster: node_cluster.NodeCluster, request: pytest.FixtureRequest) -> Kube:
+    """A fresh namespace named after the test (left for the cluster's teardown to discard)."""
+    stem = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())
+    return cluster.namespace(f"{stem.strip('-')[:40]}-{secrets.token_hex(3)}")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if MEASURED:
+        terminalreporter.section("end-to-end measurements")
+        for line in MEASURED:
+            terminalreporter.write_line(line)
