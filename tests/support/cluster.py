@@ -84,12 +84,24 @@ class NodeCluster:
     helm_home: Path
     up_seconds: float
 
-    def env(self) -> dict[str, str]:
+    def env(self, kubeconfig: Path | None = None) -> dict[str, str]:
         env = dict(os.environ)
-        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["KUBECONFIG"] = str(kubeconfig or self.kubeconfig)
         for kind in ("CACHE", "CONFIG", "DATA"):
             env[f"HELM_{kind}_HOME"] = str(self.helm_home / kind.lower())
         return env
+
+    def kubeconfig_as(self, user: str, namespace: str) -> Path:
+        """This cluster's kubeconfig with every request made as ``user`` (impersonation, as
+        ``kubectl --as`` does), in ``namespace``."""
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        for entry in config["users"]:
+            entry["user"]["as"] = user
+        for entry in config["contexts"]:
+            entry["context"]["namespace"] = namespace
+        path = self.helm_home.parent / f"kubeconfig-{user}-{namespace}"
+        path.write_text(yaml.safe_dump(config))
+        return path
 
     def namespace(self, name: str) -> Kube:
         """A new namespace and kubectl/helm bound to it."""
