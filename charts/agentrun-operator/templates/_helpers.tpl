@@ -67,30 +67,50 @@ app.kubernetes.io/part-of: agentrun
 
 {{/*
 Fails rendering when a cluster-scoped object this release would create already exists and is not
-this release's (another release's, or applied outside Helm): Helm's own refusal names no value to
-change. Called with (dict "root" $ "apiVersion" .. "kind" .. "name" .. "value" "crds.enabled").
-lookup answers nothing under `helm template`, so this holds for install and upgrade.
+this release's (another release's, or applied outside Helm), naming every such object and the
+value that creates it: Helm's own refusal names no value to change. lookup answers nothing under
+`helm template`, so this holds for install and upgrade.
 */}}
-{{- define "agentrun-operator.ownsClusterObject" -}}
-{{- $found := lookup .apiVersion .kind "" .name }}
+{{- define "agentrun-operator.checkClusterObjects" -}}
+{{- $wanted := list }}
+{{- if .Values.crds.enabled }}
+{{- $wanted = append $wanted (list "crds.enabled" "apiextensions.k8s.io/v1" "CustomResourceDefinition" "agentruns.agentrun.dev") }}
+{{- end }}
+{{- if .Values.accessControl.decisionPolicy }}
+{{- range list "ValidatingAdmissionPolicy" "ValidatingAdmissionPolicyBinding" }}
+{{- $wanted = append $wanted (list "accessControl.decisionPolicy" "admissionregistration.k8s.io/v1" . "agentrun-decisions") }}
+{{- end }}
+{{- end }}
+{{- if .Values.accessControl.userRoles }}
+{{- range list "agentrun-view" "agentrun-edit" "agentrun-approve" }}
+{{- $wanted = append $wanted (list "accessControl.userRoles" "rbac.authorization.k8s.io/v1" "ClusterRole" .) }}
+{{- end }}
+{{- end }}
+{{- $taken := list }}
+{{- range $wanted }}
+{{- $found := lookup (index . 1) (index . 2) "" (index . 3) }}
 {{- if $found }}
 {{- $annotations := dig "metadata" "annotations" (dict) $found }}
 {{- $release := index $annotations "meta.helm.sh/release-name" | default "" }}
 {{- $namespace := index $annotations "meta.helm.sh/release-namespace" | default "" }}
-{{- if not (and (eq $release .root.Release.Name) (eq $namespace .root.Release.Namespace)) }}
-{{- $owner := ternary "was applied outside Helm" (printf "belongs to release %s in namespace %s" $release $namespace) (eq $release "") }}
-{{- fail (printf "%s=true: %s %s already exists and %s. A cluster holds one: a second release of this chart sets crds.enabled=false, accessControl.decisionPolicy=false and accessControl.userRoles=false (and a different controllerName if its namespaces overlap the other's)" .value .kind .name $owner) }}
+{{- if not (and (eq $release $.Release.Name) (eq $namespace $.Release.Namespace)) }}
+{{- $owner := ternary "applied outside Helm" (printf "release %s in namespace %s" $release $namespace) (eq $release "") }}
+{{- $taken = append $taken (printf "%s=true: %s %s already exists (%s)" (index . 0) (index . 2) (index . 3) $owner) }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- if $taken }}
+{{- fail (printf "%s. A cluster holds one of each: a second release of this chart sets crds.enabled=false, accessControl.decisionPolicy=false and accessControl.userRoles=false (and a controllerName of its own if its namespaces overlap the other's)" (join "; " $taken)) }}
 {{- end }}
 {{- end }}
 
 {{/*
-The controller name this release claims runs under, after checking that no other release with the
-same name watches a namespace this one watches: two installs on one run would both execute it.
-Their stores fence separately, so only distinct controller names keep them apart. Each other
-release is read from its operator Deployment (lookup; nothing under `helm template`).
+Fails rendering when another release whose operator claims runs under the same controller name
+watches a namespace this one watches: two installs on one run would both execute it, and their
+stores fence separately, so only distinct controller names keep them apart. Each other release is
+read from its operator Deployment (lookup; nothing under `helm template`).
 */}}
-{{- define "agentrun-operator.controllerName" -}}
+{{- define "agentrun-operator.checkControllerName" -}}
 {{- $name := .Values.controllerName }}
 {{- $mine := ternary (list "*") (include "agentrun-operator.watchNamespaces" . | fromJsonArray) .Values.rbac.clusterWide }}
 {{- $deployments := lookup "apps/v1" "Deployment" "" "" }}
@@ -120,5 +140,4 @@ release is read from its operator Deployment (lookup; nothing under `helm templa
 {{- end }}
 {{- end }}
 {{- end }}
-{{- $name }}
 {{- end }}
