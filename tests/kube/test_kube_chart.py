@@ -532,3 +532,20 @@ def test_a_budget_with_both_bounds_is_refused(kube: Kube, helm: str, kube_versio
     )  # fmt: skip
     assert result.returncode != 0
     assert "set one of minAvailable and maxUnavailable" in result.stderr
+
+
+def test_a_crd_applied_outside_helm_is_named_with_how_to_adopt_it(kube: Kube, helm: str) -> None:
+    """The session's cluster holds the CRD applied by kubectl, as a cluster that installed chart
+    0.1.0 (whose crds/ folder Helm does not own) does: the chart says how to hand it over."""
+    result = kube.helm(
+        helm, "install", "adopting", str(CHART), "--set", "store.url=redis://redis:6379/0",
+        "--set", "accessControl.decisionPolicy=false,accessControl.userRoles=false",
+        "--set", "controllerName=agentrun.dev/adopting", check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert (
+        "crds.enabled=true: CustomResourceDefinition agentruns.agentrun.dev already exists "
+        "(applied outside Helm; for this release to manage it: kubectl annotate "
+        "customresourcedefinition agentruns.agentrun.dev meta.helm.sh/release-name=adopting "
+        f"meta.helm.sh/release-namespace={kube.namespace}"
+    ) in result.stderr, result.stderr

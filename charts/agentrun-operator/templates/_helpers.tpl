@@ -94,7 +94,8 @@ value that creates it: Helm's own refusal names no value to change. lookup answe
 {{- $release := index $annotations "meta.helm.sh/release-name" | default "" }}
 {{- $namespace := index $annotations "meta.helm.sh/release-namespace" | default "" }}
 {{- if not (and (eq $release $.Release.Name) (eq $namespace $.Release.Namespace)) }}
-{{- $owner := ternary "applied outside Helm" (printf "release %s in namespace %s" $release $namespace) (eq $release "") }}
+{{- $adopt := printf "applied outside Helm; for this release to manage it: kubectl annotate %s %s meta.helm.sh/release-name=%s meta.helm.sh/release-namespace=%s && kubectl label %s %s app.kubernetes.io/managed-by=Helm" (index . 2 | lower) (index . 3) $.Release.Name $.Release.Namespace (index . 2 | lower) (index . 3) }}
+{{- $owner := ternary $adopt (printf "release %s in namespace %s" $release $namespace) (eq $release "") }}
 {{- $taken = append $taken (printf "%s=true: %s %s already exists (%s)" (index . 0) (index . 2) (index . 3) $owner) }}
 {{- end }}
 {{- end }}
