@@ -153,8 +153,8 @@ def latest_checkpoint(redis: RedisServer, tenant: str, run_id: str) -> bytes | N
     return asyncio.run(read())
 
 
-def terminating(kube: Kube) -> list[str]:
-    listed = kube.kubectl("get", "agentruns,namespaces,crds", "-A", "-o", "json").stdout
+def terminating(kube: Kube, kinds: str = "agentruns,namespaces,crds") -> list[str]:
+    listed = kube.kubectl("get", kinds, "-A", "-o", "json").stdout
     return [
         f"{o['kind']}/{o['metadata']['name']}"
         for o in json.loads(listed)["items"]
@@ -207,3 +207,24 @@ def test_runs_deleted_before_uninstall_are_forgotten_and_nothing_is_left_termina
     assert terminating(installed) == []
     assert crd(installed)["metadata"].get("deletionTimestamp") is None
     assert installed.helm(helm_binary(), "list", "-q").stdout.strip() == ""
+
+
+def test_without_crds_keep_uninstall_removes_the_crd_once_the_runs_are_gone(
+    installed: Kube, redis: RedisServer
+) -> None:
+    """Reinstalled under the same name, the release takes the kept CRD back; upgraded to
+    crds.keep=false, its uninstall deletes the CRD, and with the runs deleted first nothing
+    waits on a finalizer."""
+    installed.helm(helm_binary(), "install", RELEASE, str(CHART), "--set", f"store.url={redis.url}")
+    installed.helm(
+        helm_binary(), "upgrade", RELEASE, str(CHART), "--reuse-values", "--set", "crds.keep=false"
+    )
+    assert "helm.sh/resource-policy" not in crd(installed)["metadata"].get("annotations", {})
+    installed.helm(helm_binary(), "uninstall", RELEASE, "--wait", "--timeout=60s")
+
+    def crd_gone() -> bool:
+        found = installed.kubectl("get", "crd", CRD_NAME, check=False)
+        return found.returncode != 0 and "NotFound" in found.stderr
+
+    wait_for("the CRD to be deleted", crd_gone, 30)
+    assert terminating(installed, "namespaces,crds") == []
