@@ -145,6 +145,30 @@ def test_a_second_release_with_its_own_controller_name_installs(
     installed.helm(helm_binary(), "uninstall", "second")
 
 
+def test_one_controller_name_may_serve_namespaces_that_do_not_overlap(
+    installed: Kube, redis: RedisServer
+) -> None:
+    def install(release: str, namespace: str, watched: str) -> subprocess.CompletedProcess[str]:
+        installed.kubectl("create", "namespace", namespace, check=False)
+        return installed.helm(
+            helm_binary(), "install", release, str(CHART), "--namespace", namespace,
+            "--set", f"store.url={redis.url},{SECOND_RELEASE},rbac.clusterWide=false",
+            "--set", f"controllerName=agentrun.dev/teams,watchNamespaces={{{watched}}}",
+            check=False,
+        )  # fmt: skip
+
+    assert install("team-a", "team-a", "team-a").returncode == 0
+    assert install("team-b", "team-b", "team-b").returncode == 0
+    overlapping = install("team-c", "team-c", "team-a")
+    assert overlapping.returncode != 0
+    assert (
+        'controllerName "agentrun.dev/teams" is already used by release team-a in namespace '
+        "team-a, which watches team-a; this release would watch team-a"
+    ) in overlapping.stderr, overlapping.stderr
+    for release in ("team-a", "team-b"):
+        installed.helm(helm_binary(), "uninstall", release, "--namespace", release)
+
+
 def latest_checkpoint(redis: RedisServer, tenant: str, run_id: str) -> bytes | None:
     async def read() -> bytes | None:
         async with await open_backend(redis.url) as backend:
