@@ -60,10 +60,16 @@ def by_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
     return [m for m in manifests if m["kind"] == kind]
 
 
+def container_of(deployment: Manifest) -> Manifest:
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
 def test_chart_carries_the_canonical_crd_byte_for_byte() -> None:
     canonical = (REPO / "crds" / "agentruns.agentrun.dev.yaml").read_bytes()
-    assert [p.name for p in (CHART / "crds").iterdir()] == ["agentruns.agentrun.dev.yaml"]
-    assert (CHART / "crds" / "agentruns.agentrun.dev.yaml").read_bytes() == canonical
+    assert [p.name for p in (CHART / "files").iterdir()] == ["agentruns.agentrun.dev.yaml"]
+    assert (CHART / "files" / "agentruns.agentrun.dev.yaml").read_bytes() == canonical
+    assert not (CHART / "crds").exists(), "Helm installs crds/ once and never upgrades it"
 
 
 @pytest.mark.parametrize(
@@ -77,9 +83,19 @@ def test_helm_lint_strict(kube: Kube, helm: str, values: list[str]) -> None:
 
 
 USER_ROLES = ("agentrun-view", "agentrun-edit", "agentrun-approve")
-SECOND_RELEASE = "accessControl.decisionPolicy=false,accessControl.userRoles=false"
+SECOND_RELEASE = (
+    "crds.enabled=false,accessControl.decisionPolicy=false,accessControl.userRoles=false"
+)
 """What a release installed beside another must set: the session's cluster already holds the
-chart's cluster-wide access control (tests/kube/conftest.py), as a cluster with one release does."""
+CRD and the chart's cluster-wide access control (tests/kube/conftest.py), as a cluster with one
+release does."""
+
+OPENAI_KEY = {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "k"}}}
+UIDS_UNSET = (
+    "podSecurityContext.runAsUser=null,podSecurityContext.runAsGroup=null,"
+    "podSecurityContext.fsGroup=null"
+)
+"""What a platform that assigns UIDs itself (OpenShift's restricted SCC) needs."""
 
 COMBINATIONS = {
     "default": [],
@@ -87,8 +103,17 @@ COMBINATIONS = {
     "store-url": ["--set", "store.url=postgresql://agentrun@db:5432/agentrun"],
     "redis": ["--set", "redis.enabled=true"],
     "namespaced": ["--set", "rbac.clusterWide=false"],
-    "monitoring": ["--set", "serviceMonitor.enabled=true,podDisruptionBudget.enabled=true"],
-}
+    "monitoring": ["--set", "serviceMonitor.enabled=true"],
+    "llm-keys-from-secrets": [
+        "--set-json", "extraEnv=" + json.dumps([OPENAI_KEY]),
+        "--set-json", 'envFrom=[{"secretRef": {"name": "llm-keys"}}]',
+        "--set-json", 'extraVolumes=[{"name": "keys", "secret": {"secretName": "llm-files"}}]',
+        "--set-json", 'extraVolumeMounts=[{"name": "keys", "mountPath": "/k", "readOnly": true}]',
+    ],
+    "uids-assigned-by-the-platform": ["--set", UIDS_UNSET],
+    "hard-anti-affinity-min-available": ["--set", "podAntiAffinity=hard,podDisruptionBudget."
+        "minAvailable=1,podDisruptionBudget.maxUnavailable=null"],
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +171,10 @@ def test_default_deployment_is_non_root_read_only_and_probed(
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] == 10001
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container_of(deployment)["readinessProbe"]["httpGet"] == {
+        "path": "/healthz",
+        "port": "health",
+    }
     (container,) = pod["containers"]
     security = container["securityContext"]
     assert security["readOnlyRootFilesystem"] is True
@@ -163,6 +192,9 @@ def test_default_deployment_is_non_root_read_only_and_probed(
     ]
     store = next(e for e in container["env"] if e["name"] == "AGENTRUN_STORE_URL")
     assert store["valueFrom"]["secretKeyRef"] == {"name": "agentrun-store", "key": "url"}
+    assert {"name": "AGENTRUN_CONTROLLER_NAME", "value": "agentrun.dev/operator"} in container[
+        "env"
+    ]
 
 
 def test_namespaced_install_watches_and_grants_only_its_namespaces(
@@ -186,11 +218,17 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
     )
     assert cluster_role["rules"] == [
         {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "verbs": ["list", "watch"],
+        },
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+        {
             "apiGroups": [""],
             "resources": ["namespaces"],
             "resourceNames": [kube.namespace, other_namespace],
             "verbs": ["get"],
-        }
+        },
     ]
 
 
@@ -206,6 +244,15 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         ({"redis": {"persistence": {"enabeld": False}}}, "Additional property enabeld"),
         ({"redis": {"persistence": {"acknowledgeDataLoss": "yes"}}}, "acknowledgeDataLoss"),
         ({"accessControl": {"userRoles": "no"}}, "accessControl.userRoles"),
+        ({"crds": {"keepp": True}}, "Additional property keepp"),
+        ({"extraEnv": [{"name": "K", "valueFrom": {"secretKeyRf": {}}}]}, "secretKeyRf"),
+        ({"envFrom": [{"secretRef": {"nmae": "k"}}]}, "Additional property nmae"),
+        ({"extraVolumes": [{"name": "k", "secert": {}}]}, "Additional property secert"),
+        ({"extraVolumeMounts": [{"name": "k", "mountPth": "/k"}]}, "mountPth"),
+        ({"podSecurityContext": {"runAsUsr": 1}}, "Additional property runAsUsr"),
+        ({"containerSecurityContext": {"readOnlyRootFS": True}}, "readOnlyRootFS"),
+        ({"podAntiAffinity": "sometimes"}, "podAntiAffinity"),
+        ({"controllerName": "agentrun"}, "controllerName"),
     ],
     ids=[
         "top-level",
@@ -217,6 +264,15 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         "access-type",
         "persistence",
         "data-loss-words",
+        "crds",
+        "env-value-from",
+        "env-from",
+        "volume",
+        "volume-mount",
+        "pod-security",
+        "container-security",
+        "anti-affinity",
+        "controller-name",
     ],
 )
 def test_values_with_a_typo_are_rejected_by_the_schema(
@@ -325,7 +381,7 @@ def test_values_schema_closes_every_object() -> None:
         if node.get("additionalProperties") is not False
         and node.get("additionalProperties") != {"type": "string"}
     }
-    assert open_objects == {".tolerations[]", ".affinity"}
+    assert open_objects == {".tolerations[]", ".affinity", ".topologySpreadConstraints[]"}
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(values) == set(schema["properties"])
 
@@ -374,18 +430,22 @@ def test_helm_install_creates_the_objects_with_least_privilege(
         ("watch", "agentruns.agentrun.dev"),
         ("patch", "agentruns.agentrun.dev"),
         ("patch", "agentruns.agentrun.dev/status"),
-        ("update", "agentruns.agentrun.dev/finalizers"),
         ("create", "events"),
-        ("list", "namespaces"),
+        ("get", "namespaces"),
+        ("watch", "customresourcedefinitions.apiextensions.k8s.io"),
     ]:
         assert can_i(kube, sa, verb, resource, other_namespace), (verb, resource)
     for verb, resource in [
         ("delete", "agentruns.agentrun.dev"),
         ("create", "agentruns.agentrun.dev"),
+        ("update", "agentruns.agentrun.dev"),
+        ("update", "agentruns.agentrun.dev/finalizers"),
         ("get", "secrets"),
         ("create", "pods"),
         ("list", "configmaps"),
+        ("list", "namespaces"),
         ("patch", "namespaces"),
+        ("patch", "events"),
     ]:
         assert not can_i(kube, sa, verb, resource, other_namespace), (verb, resource)
 
@@ -396,6 +456,7 @@ def test_namespaced_helm_install_grants_nothing_outside_its_namespace(
     kube.helm(
         helm, "install", "scoped", str(CHART),
         "--set", f"rbac.clusterWide=false,store.url=redis://redis:6379/0,{SECOND_RELEASE}",
+        "--set", "controllerName=agentrun.dev/scoped",
     )  # fmt: skip
     sa = "scoped-agentrun-operator"
     assert can_i(kube, sa, "watch", "agentruns.agentrun.dev", kube.namespace)
@@ -403,4 +464,88 @@ def test_namespaced_helm_install_grants_nothing_outside_its_namespace(
     assert can_i(kube, sa, "get", f"namespaces/{kube.namespace}", kube.namespace)
     assert not can_i(kube, sa, "watch", "agentruns.agentrun.dev", other_namespace)
     assert not can_i(kube, sa, "get", f"namespaces/{other_namespace}", other_namespace)
-    assert not can_i(kube, sa, "list", "namespaces", kube.namespace)
+    assert not can_i(kube, sa, "patch", "namespaces", kube.namespace)
+
+
+def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def test_operator_selectors_never_match_the_charts_redis(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    """The Deployment, the metrics Service and the PDB select the operator's pods alone, so no
+    Redis pod answers for the metrics or counts towards the disruption budget."""
+    manifests = render(kube, helm, kube_version, "--set", "redis.enabled=true")
+    operator, redis = sorted(by_kind(manifests, "Deployment"), key=lambda d: d["metadata"]["name"])
+    operator_pod = operator["spec"]["template"]["metadata"]["labels"]
+    redis_pod = redis["spec"]["template"]["metadata"]["labels"]
+    assert operator_pod["app.kubernetes.io/component"] == "operator"
+    assert redis_pod["app.kubernetes.io/component"] == "redis"
+    metrics = next(
+        s for s in by_kind(manifests, "Service") if s["metadata"]["name"].endswith("-metrics")
+    )
+    (budget,) = by_kind(manifests, "PodDisruptionBudget")
+    selectors = {
+        "deployment": operator["spec"]["selector"]["matchLabels"],
+        "metrics service": metrics["spec"]["selector"],
+        "pod disruption budget": budget["spec"]["selector"]["matchLabels"],
+    }
+    for what, selector in selectors.items():
+        assert _matches(selector, operator_pod), what
+        assert not _matches(selector, redis_pod), f"the {what} selects the chart's Redis pod"
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": budget["spec"]["selector"]}
+    affinity = operator["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    (preferred,) = affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred["podAffinityTerm"]["labelSelector"]["matchLabels"] == selectors["deployment"]
+    assert preferred["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_llm_keys_come_from_secrets_and_uids_from_the_platform(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    manifests = render(kube, helm, kube_version, *COMBINATIONS["llm-keys-from-secrets"])
+    (deployment,) = by_kind(manifests, "Deployment")
+    container = container_of(deployment)
+    assert OPENAI_KEY in container["env"]
+    assert container["envFrom"] == [{"secretRef": {"name": "llm-keys"}}]
+    assert {"name": "keys", "mountPath": "/k", "readOnly": True} in container["volumeMounts"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert {"name": "keys", "secret": {"secretName": "llm-files"}} in pod["volumes"]
+
+    (deployment,) = by_kind(
+        render(kube, helm, kube_version, *COMBINATIONS["uids-assigned-by-the-platform"]),
+        "Deployment",
+    )
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert "runAsUser" not in container_of(deployment)["securityContext"]
+
+
+def test_a_budget_with_both_bounds_is_refused(kube: Kube, helm: str, kube_version: str) -> None:
+    result = kube.helm(
+        helm, "template", "agentrun", str(CHART), "--kube-version", kube_version,
+        "--set", "podDisruptionBudget.minAvailable=1", check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "set one of minAvailable and maxUnavailable" in result.stderr
+
+
+def test_a_crd_applied_outside_helm_is_named_with_how_to_adopt_it(kube: Kube, helm: str) -> None:
+    """The session's cluster holds the CRD applied by kubectl, as a cluster that installed chart
+    0.1.0 (whose crds/ folder Helm does not own) does: the chart says how to hand it over."""
+    result = kube.helm(
+        helm, "install", "adopting", str(CHART), "--set", "store.url=redis://redis:6379/0",
+        "--set", "accessControl.decisionPolicy=false,accessControl.userRoles=false",
+        "--set", "controllerName=agentrun.dev/adopting", check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert (
+        "crds.enabled=true: CustomResourceDefinition agentruns.agentrun.dev already exists "
+        "(applied outside Helm; for this release to manage it: kubectl annotate "
+        "customresourcedefinition agentruns.agentrun.dev meta.helm.sh/release-name=adopting "
+        f"meta.helm.sh/release-namespace={kube.namespace}"
+    ) in result.stderr, result.stderr

@@ -94,8 +94,9 @@ def test_entry_point_is_the_one_the_chart_runs_as_the_user_the_chart_names() -> 
     command = re.search(r"command: (\[.*\])", template)
     assert command is not None
     assert json.loads(entrypoint) == json.loads(command.group(1))
-    assert "runAsUser: 10001" in template
     values = yaml.safe_load((REPO / "charts" / "agentrun-operator" / "values.yaml").read_text())
+    assert values["podSecurityContext"]["runAsUser"] == 10001
+    assert values["podSecurityContext"]["runAsGroup"] == 10001
     assert values["image"]["repository"] == "agentrun-operator"
 
 

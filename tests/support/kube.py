@@ -16,6 +16,7 @@ test with the command that installs it: the repository's rule is that nothing is
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -28,7 +29,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 
@@ -37,6 +38,18 @@ from tests.support.cli import COMMAND, cli_env
 REPO = Path(__file__).resolve().parents[2]
 KUBE_TOOLS = "bash hack/kube-tools.sh"
 START_TIMEOUT_S = 120.0
+
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+  - level: None
+"""
+"""What the API server records in ``audit.log``: every request a service account makes (who, verb,
+resource, answer), so a test can hold the chart's RBAC to exactly what the operator uses."""
 
 
 def bin_dir() -> Path:
@@ -172,6 +185,20 @@ class ControlPlane:
             env[f"HELM_{kind}_HOME"] = str(self.workdir / "helm" / kind.lower())
         return env
 
+    def audited(self, username: str) -> list[dict[str, Any]]:
+        """Every request ``username`` made, as the API server's audit log recorded it."""
+        log = self.workdir / "audit.log"
+        lines = log.read_text().splitlines() if log.exists() else []
+        events = [json.loads(line) for line in lines if line.strip()]
+        return [e for e in events if e.get("user", {}).get("username") == username]
+
+    def kubeconfig_with_token(self, name: str, token: str, namespace: str) -> Path:
+        """A kubeconfig that authenticates with ``token`` (a service account's, say) instead of
+        the administrator's."""
+        path = self.workdir / f"kubeconfig-{name}"
+        path.write_text(_kubeconfig(self, namespace, token=token))
+        return path
+
     def kubeconfig_as(self, user: str, namespace: str) -> Path:
         """A kubeconfig whose every request the administrator makes as ``user`` (impersonation,
         as ``kubectl --as`` does): for a program that shells out to kubectl as a person would."""
@@ -219,6 +246,7 @@ def start_control_plane(workdir: Path) -> ControlPlane:
     make_certificates(certs)
     token = secrets.token_urlsafe(32)
     (certs / "tokens.csv").write_text(f'{token},agentrun-test-admin,admin,"system:masters"\n')
+    (workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
 
     client_port, peer_port, secure_port = free_port(), free_port(), free_port()
     etcd_url = f"http://127.0.0.1:{client_port}"
@@ -265,6 +293,8 @@ def start_control_plane(workdir: Path) -> ControlPlane:
                     "--service-cluster-ip-range=10.96.0.0/24",
                     "--allow-privileged=true",
                     "--enable-priority-and-fairness=false",
+                    f"--audit-policy-file={workdir / 'audit-policy.yaml'}",
+                    f"--audit-log-path={workdir / 'audit.log'}",
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -294,7 +324,9 @@ def start_control_plane(workdir: Path) -> ControlPlane:
     return plane
 
 
-def _kubeconfig(plane: ControlPlane, namespace: str, impersonate: str | None = None) -> str:
+def _kubeconfig(
+    plane: ControlPlane, namespace: str, impersonate: str | None = None, token: str | None = None
+) -> str:
     return (
         "apiVersion: v1\n"
         "kind: Config\n"
@@ -306,7 +338,7 @@ def _kubeconfig(plane: ControlPlane, namespace: str, impersonate: str | None = N
         "users:\n"
         "- name: admin\n"
         "  user:\n"
-        f"    token: {plane.token}\n"
+        f"    token: {token or plane.token}\n"
         + (f"    as: {impersonate}\n" if impersonate else "")
         + "contexts:\n"
         "- name: test\n"

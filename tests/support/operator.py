@@ -52,6 +52,8 @@ class Operators:
     workdir: Path
     env: dict[str, str] = field(default_factory=dict)
     replicas: list[Replica] = field(default_factory=list)
+    watch: tuple[str, ...] = ()
+    """kopf's flags for what to watch (``--all-namespaces``); empty: ``--namespace`` this one."""
 
     def start(self, name: str, **extra_env: str) -> Replica:
         port = free_port()
@@ -74,7 +76,7 @@ class Operators:
                     "agentrun.operator",
                     "--standalone",
                     "--verbose",
-                    f"--namespace={self.namespace}",
+                    *(self.watch or (f"--namespace={self.namespace}",)),
                 ],
                 cwd=REPO,
                 env=env,

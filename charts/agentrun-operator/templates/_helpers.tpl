@@ -22,6 +22,12 @@ app.kubernetes.io/name: {{ include "agentrun-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* The operator's pods, and only them: the chart's Redis carries component redis. */}}
+{{- define "agentrun-operator.operatorSelectorLabels" -}}
+{{ include "agentrun-operator.selectorLabels" . }}
+app.kubernetes.io/component: operator
+{{- end }}
+
 {{- define "agentrun-operator.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "agentrun-operator.selectorLabels" . }}
@@ -56,5 +62,83 @@ app.kubernetes.io/part-of: agentrun
 {{- printf "%s-store" (include "agentrun-operator.fullname" .) }}
 {{- else }}
 {{- required "set store.existingSecret, store.url or redis.enabled=true" .Values.store.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{/*
+Fails rendering when a cluster-scoped object this release would create already exists and is not
+this release's (another release's, or applied outside Helm), naming every such object and the
+value that creates it: Helm's own refusal names no value to change. lookup answers nothing under
+`helm template`, so this holds for install and upgrade.
+*/}}
+{{- define "agentrun-operator.checkClusterObjects" -}}
+{{- $wanted := list }}
+{{- if .Values.crds.enabled }}
+{{- $wanted = append $wanted (list "crds.enabled" "apiextensions.k8s.io/v1" "CustomResourceDefinition" "agentruns.agentrun.dev") }}
+{{- end }}
+{{- if .Values.accessControl.decisionPolicy }}
+{{- range list "ValidatingAdmissionPolicy" "ValidatingAdmissionPolicyBinding" }}
+{{- $wanted = append $wanted (list "accessControl.decisionPolicy" "admissionregistration.k8s.io/v1" . "agentrun-decisions") }}
+{{- end }}
+{{- end }}
+{{- if .Values.accessControl.userRoles }}
+{{- range list "agentrun-view" "agentrun-edit" "agentrun-approve" }}
+{{- $wanted = append $wanted (list "accessControl.userRoles" "rbac.authorization.k8s.io/v1" "ClusterRole" .) }}
+{{- end }}
+{{- end }}
+{{- $taken := list }}
+{{- range $wanted }}
+{{- $found := lookup (index . 1) (index . 2) "" (index . 3) }}
+{{- if $found }}
+{{- $annotations := dig "metadata" "annotations" (dict) $found }}
+{{- $release := index $annotations "meta.helm.sh/release-name" | default "" }}
+{{- $namespace := index $annotations "meta.helm.sh/release-namespace" | default "" }}
+{{- if not (and (eq $release $.Release.Name) (eq $namespace $.Release.Namespace)) }}
+{{- $adopt := printf "applied outside Helm; for this release to manage it: kubectl annotate %s %s meta.helm.sh/release-name=%s meta.helm.sh/release-namespace=%s && kubectl label %s %s app.kubernetes.io/managed-by=Helm" (index . 2 | lower) (index . 3) $.Release.Name $.Release.Namespace (index . 2 | lower) (index . 3) }}
+{{- $owner := ternary $adopt (printf "release %s in namespace %s" $release $namespace) (eq $release "") }}
+{{- $taken = append $taken (printf "%s=true: %s %s already exists (%s)" (index . 0) (index . 2) (index . 3) $owner) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $taken }}
+{{- fail (printf "%s. A cluster holds one of each: a second release of this chart sets crds.enabled=false, accessControl.decisionPolicy=false and accessControl.userRoles=false (and a controllerName of its own if its namespaces overlap the other's)" (join "; " $taken)) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Fails rendering when another release whose operator claims runs under the same controller name
+watches a namespace this one watches: two installs on one run would both execute it, and their
+stores fence separately, so only distinct controller names keep them apart. Each other release is
+read from its operator Deployment (lookup; nothing under `helm template`).
+*/}}
+{{- define "agentrun-operator.checkControllerName" -}}
+{{- $name := .Values.controllerName }}
+{{- $mine := ternary (list "*") (include "agentrun-operator.watchNamespaces" . | fromJsonArray) .Values.rbac.clusterWide }}
+{{- $deployments := lookup "apps/v1" "Deployment" "" "" }}
+{{- range (dig "items" (list) $deployments) }}
+{{- $labels := dig "metadata" "labels" (dict) . }}
+{{- $operator := and (eq (index $labels "app.kubernetes.io/part-of" | default "") "agentrun") (eq (index $labels "app.kubernetes.io/component" | default "") "operator") }}
+{{- $self := and (eq (index $labels "app.kubernetes.io/instance" | default "") $.Release.Name) (eq .metadata.namespace $.Release.Namespace) }}
+{{- if and $operator (not $self) }}
+{{- $theirNamespace := .metadata.namespace }}
+{{- range (dig "spec" "template" "spec" "containers" (list) .) }}
+{{- if eq .name "operator" }}
+{{- $theirName := "" }}
+{{- range (.env | default list) }}
+{{- if eq .name "AGENTRUN_CONTROLLER_NAME" }}{{ $theirName = .value | default "" }}{{ end }}
+{{- end }}
+{{- $theirs := list }}
+{{- range (.args | default list) }}
+{{- if eq . "--all-namespaces" }}{{ $theirs = append $theirs "*" }}{{ end }}
+{{- if hasPrefix "--namespace=" . }}{{ $theirs = append $theirs (trimPrefix "--namespace=" .) }}{{ end }}
+{{- end }}
+{{- $overlap := or (has "*" $mine) (has "*" $theirs) }}
+{{- range $mine }}{{ if has . $theirs }}{{ $overlap = true }}{{ end }}{{ end }}
+{{- if and (eq $theirName $name) $overlap }}
+{{- fail (printf "controllerName %q is already used by release %s in namespace %s, which watches %s; this release would watch %s. Two installs that watch a namespace in common must use different controller names: set controllerName to another value (say agentrun.dev/%s)" $name (index $labels "app.kubernetes.io/instance") $theirNamespace (join ", " $theirs | replace "*" "every namespace") (join ", " $mine | replace "*" "every namespace") $.Release.Name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,118 @@
+"""The chart's RBAC is exactly what the operator uses, in both scopes, proven by running it.
+
+The chart's ServiceAccount and RBAC objects (``helm template --show-only``) are applied to a
+control plane of this module's own, a token is requested for the ServiceAccount, and a real
+operator process runs a booking to completion and forgets it on delete with nothing but that
+token. The API server's audit log then holds the RBAC to the code both ways: no request was
+refused (a 403 makes kopf retry for about a minute before it watches anything), and every
+granted (group, resource, verb) was used. A cluster of its own, because a cluster-wide operator
+would otherwise take up the other test modules' runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tests.support.agentruns import apply_run, has_condition
+from tests.support.chart import CHART, private_cluster, service_account_kubeconfig
+from tests.support.kube import REPO, Kube, helm_binary
+from tests.support.operator import Operators, wait_for
+from tests.support.redis_server import RedisServer
+
+CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
+COMPLETES_WITHIN_S = 30.0
+"""A booking takes a few seconds; a blind operator (403s retried) takes about a minute."""
+
+Grant = tuple[str, str, str]
+"""(API group, resource[/subresource], verb)."""
+
+
+@pytest.fixture(scope="module")
+def cluster_of_its_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    with private_cluster(tmp_path_factory.mktemp("rbac-plane"), "rbac") as kube:
+        kube.kubectl("apply", "--server-side", "-f", str(CRD))
+        kube.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s", "crd/agentruns.agentrun.dev"
+        )
+        yield kube
+
+
+def granted(rendered: str) -> set[Grant]:
+    """Every (group, resource, verb) the rendered Roles and ClusterRoles grant."""
+    grants: set[Grant] = set()
+    for doc in yaml.safe_load_all(rendered):
+        if doc and doc["kind"] in ("Role", "ClusterRole"):
+            for rule in doc["rules"]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        grants.update((group, resource, verb) for verb in rule["verbs"])
+    return grants
+
+
+def used(events: list[dict[str, Any]]) -> set[Grant]:
+    grants: set[Grant] = set()
+    for event in events:
+        ref = event.get("objectRef")
+        if ref is None:  # discovery (/api, /apis, /version): every authenticated user may
+            continue
+        resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        grants.add((ref.get("apiGroup", ""), resource, event["verb"]))
+    return grants
+
+
+@pytest.mark.parametrize("cluster_wide", [True, False], ids=["cluster-wide", "namespaced"])
+def test_the_operator_needs_every_grant_of_the_chart_and_no_other(
+    cluster_of_its_own: Kube,
+    redis: RedisServer,
+    effects: Path,
+    tmp_path: Path,
+    cluster_wide: bool,
+) -> None:
+    admin = cluster_of_its_own
+    release = "cluster" if cluster_wide else "scoped"
+    kube = Kube(admin.control_plane, f"rbac-{release}", admin.kubectl_bin)
+    admin.kubectl("create", "namespace", kube.namespace)
+    rendered = kube.helm(
+        helm_binary(), "template", release, str(CHART),
+        "--show-only", "templates/serviceaccount.yaml", "--show-only", "templates/rbac.yaml",
+        "--set", f"rbac.clusterWide={str(cluster_wide).lower()}",
+    ).stdout  # fmt: skip
+    kube.kubectl("apply", "-f", "-", stdin=rendered)
+    service_account = f"{release}-agentrun-operator"
+    pool = Operators(
+        kube.control_plane,
+        kube.namespace,
+        redis.url,
+        tmp_path,
+        env={
+            "AGENTRUN_AGENT_MODULES": "tests.kube.operator_agents",
+            "AGENTRUN_TEST_EFFECTS": str(effects),
+            "KUBECONFIG": str(service_account_kubeconfig(kube, service_account)),
+        },
+        watch=("--all-namespaces",) if cluster_wide else (),
+    )
+    replica = pool.start("replica")
+    try:
+        apply_run(kube, "booked", "slowbook")
+        wait_for(
+            "booked to succeed under the chart's RBAC",
+            lambda: has_condition(kube, "booked", "Succeeded", "True", "Completed"),
+            COMPLETES_WITHIN_S,
+            pool.logs,
+        )
+        kube.kubectl("delete", "agentrun", "booked", "--timeout=30s")
+    finally:
+        pool.stop_all()
+
+    refused = [line for line in replica.output().splitlines() if "403" in line]
+    assert refused == [], "\n".join(line[:300] for line in refused[:3])
+    audited = kube.control_plane.audited(
+        f"system:serviceaccount:{kube.namespace}:{service_account}"
+    )
+    denied = [e for e in audited if e["responseStatus"]["code"] == 403]
+    assert denied == [], [(e["verb"], e["requestURI"]) for e in denied]
+    assert used(audited) == granted(rendered)
