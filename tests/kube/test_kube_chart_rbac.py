@@ -19,7 +19,7 @@ import pytest
 import yaml
 from tests.support.agentruns import apply_run, has_condition
 from tests.support.chart import CHART, private_cluster, service_account_kubeconfig
-from tests.support.kube import REPO, Kube, helm_binary
+from tests.support.kube import REPO, ControlPlane, Kube, helm_binary
 from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer
 
@@ -110,9 +110,9 @@ def test_the_operator_needs_every_grant_of_the_chart_and_no_other(
 
     refused = [line for line in replica.output().splitlines() if "403" in line]
     assert refused == [], "\n".join(line[:300] for line in refused[:3])
-    audited = kube.control_plane.audited(
-        f"system:serviceaccount:{kube.namespace}:{service_account}"
-    )
+    plane = kube.control_plane
+    assert isinstance(plane, ControlPlane), "the audit log is the envtest plane's"
+    audited = plane.audited(f"system:serviceaccount:{kube.namespace}:{service_account}")
     denied = [e for e in audited if e["responseStatus"]["code"] == 403]
     assert denied == [], [(e["verb"], e["requestURI"]) for e in denied]
     assert used(audited) == granted(rendered)

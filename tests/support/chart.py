@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.kube import REPO, Kube, kubectl_binary, start_control_plane
+from tests.support.kube import REPO, ControlPlane, Kube, kubectl_binary, start_control_plane
 
 CHART = REPO / "charts" / "agentrun-operator"
 
@@ -32,6 +32,6 @@ def service_account_kubeconfig(kube: Kube, service_account: str) -> Path:
     """A kubeconfig holding a token of ``service_account`` (a TokenRequest, as the kubelet makes
     for a pod), so a process outside the cluster acts exactly as the chart's pods would."""
     token = kube.kubectl("create", "token", service_account, "--duration=2h").stdout.strip()
-    return kube.control_plane.kubeconfig_with_token(
-        f"{kube.namespace}-{service_account}", token, kube.namespace
-    )
+    plane = kube.control_plane
+    assert isinstance(plane, ControlPlane), "a token kubeconfig is made for the envtest plane"
+    return plane.kubeconfig_with_token(f"{kube.namespace}-{service_account}", token, kube.namespace)
