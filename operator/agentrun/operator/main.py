@@ -24,8 +24,15 @@ Logger = logging.Logger | logging.LoggerAdapter[Any]
 RETRY_AFTER = 5.0
 """Seconds before a daemon that failed unexpectedly (the API server away, say) starts again."""
 
-GRACE = 25.0
-"""Seconds a stopping daemon gets to reach its next step and hand its lease back."""
+GRACE = 20.0
+"""Seconds a stopping daemon gets to reach its next step and hand its lease back: kopf sets
+``stopped`` and waits this long (``cancellation_backoff``) before it cancels the daemon. The run
+checks ``stopped`` before each model call and each dispatch, so a tool call in flight completes
+and its outcome is recorded (cancelling it would leave a keyless call undecidable). Together with
+``CANCELLED_GRACE`` it stays under the chart's ``terminationGracePeriodSeconds`` (30 s)."""
+
+CANCELLED_GRACE = 5.0
+"""Seconds a daemon still running after ``GRACE`` gets, once cancelled, to release its lease."""
 
 
 def _not_finished(status: Mapping[str, Any], **_: Any) -> bool:
@@ -43,7 +50,13 @@ async def cleanup(*, memo: Any, **_: Any) -> None:
 
 
 @kopf.daemon(
-    GROUP, VERSION, PLURAL, when=_not_finished, cancellation_timeout=GRACE, backoff=RETRY_AFTER
+    GROUP,
+    VERSION,
+    PLURAL,
+    when=_not_finished,
+    cancellation_backoff=GRACE,
+    cancellation_timeout=CANCELLED_GRACE,
+    backoff=RETRY_AFTER,
 )
 async def run_agent(
     *, body: kopf.Body, memo: Any, stopped: kopf.DaemonStopped, logger: Logger, **_: Any

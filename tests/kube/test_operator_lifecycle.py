@@ -1,0 +1,106 @@
+"""A cluster's life around a run: rolling updates, deletions, and two installs side by side.
+
+Each test does to real operator processes what Kubernetes does to their pods (SIGTERM on a
+rolling update, a ``kubectl delete``, a second Helm release) and counts, in the outside world's
+records, that no side effect was made twice, left undecidable, or made after the run was gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+
+from tests.support.agentruns import (
+    apply_run,
+    condition,
+    count_effects,
+    effect_details,
+    get_run,
+    has_condition,
+    lease_of,
+)
+from tests.support.kube import Kube
+from tests.support.operator import Operators, wait_for
+from tests.support.redis_server import RedisServer
+
+from agentrun import open_backend
+
+
+def _stored(redis_url: str, tenant: str, uid: str) -> bytes | None:
+    async def latest() -> bytes | None:
+        backend = await open_backend(redis_url)
+        try:
+            return await backend.checkpoints.latest(tenant, uid)
+        finally:
+            await backend.close()
+
+    return asyncio.run(latest())
+
+
+def test_sigterm_mid_call_lets_the_call_finish_and_hands_the_run_over(
+    kube: Kube, operators: Operators, effects: Path
+) -> None:
+    """A rolling update: the holder is sent SIGTERM while a keyless text is being sent. The
+    text completes and is recorded, the lease is handed back, another replica finishes the run:
+    one text, never Indeterminate."""
+    texts = count_effects(effects, "sms")
+    lingering = operators.start("replica-term", AGENTRUN_TEST_SMS_LINGER="4")
+    others = [r for r in operators.replicas if r is not lingering and r.process.poll() is None]
+    for replica in others:
+        replica.signal(signal.SIGSTOP)  # only the lingering replica may take this run
+    try:
+        apply_run(kube, "rolled", "texter", ttl=120)
+        wait_for("the text", lambda: count_effects(effects, "sms") == texts + 1, 60, operators.logs)
+    finally:
+        for replica in others:
+            replica.signal(signal.SIGCONT)
+    first = lease_of(kube, "rolled")
+    terminated_at = time.monotonic()
+    lingering.signal(signal.SIGTERM)
+    wait_for(
+        "another holder",
+        lambda: lease_of(kube, "rolled").get("fence", 0) > first["fence"],
+        60,
+        operators.logs,
+    )
+    handed_over = time.monotonic() - terminated_at
+    assert lingering.wait(timeout=30) == 0
+    exited = time.monotonic() - terminated_at
+    wait_for(
+        "rolled to succeed",
+        lambda: has_condition(kube, "rolled", "Succeeded", "True", "Completed"),
+        60,
+        operators.logs,
+    )
+    assert count_effects(effects, "sms") == texts + 1
+    status = get_run(kube, "rolled")["status"]
+    assert not status.get("indeterminateCalls")
+    assert has_condition(kube, "rolled", "Indeterminate", "False", "Decided")
+    described = kube.kubectl("describe", "agentrun", "rolled").stdout
+    assert "IndeterminateCall" not in described, described
+    print(f"SIGTERM to handover {handed_over:.1f}s, to exit {exited:.1f}s")
+    assert exited < 25, f"the replica took {exited:.1f}s to exit; the grace period is 30s"
+
+
+def test_deleting_a_running_run_stops_it_within_seconds_and_forgets_it(
+    kube: Kube, operators: Operators, effects: Path, redis: RedisServer
+) -> None:
+    apply_run(kube, "deleted", "ticker", ttl=120)
+    wait_for("a few ticks", lambda: len(effect_details(effects, "tick")) >= 3, 60, operators.logs)
+    uid = get_run(kube, "deleted")["metadata"]["uid"]
+    deleted_at = time.time()
+    kube.kubectl("delete", "agentrun", "deleted", "--timeout=60s")
+    gone = time.time() - deleted_at
+    time.sleep(2)
+    late = [float(t) - deleted_at for t in effect_details(effects, "tick") if float(t) > deleted_at]
+    print(f"kubectl delete to gone {gone:.1f}s; calls begun after the delete at {late}")
+    assert gone < 5, f"the running run took {gone:.1f}s to delete"
+    # The holder notices the deletion from its watch within a moment; a call it had already
+    # begun completes, and it begins none after that.
+    assert all(t < 1.0 for t in late), late
+    assert len(late) <= 1, late
+    assert _stored(redis.url, kube.namespace, uid) is None
+    keys = redis.cli("--scan", "--pattern", f"*{uid}*").split()
+    assert all(key.endswith(":fence") or key.endswith(":lease") for key in keys), keys
