@@ -14,7 +14,6 @@ from pathlib import Path
 
 from tests.support.agentruns import (
     apply_run,
-    condition,
     count_effects,
     effect_details,
     get_run,

@@ -16,6 +16,7 @@ from agentrun.errors import ConfigurationError
 from agentrun.operator import events
 from agentrun.operator.config import OperatorConfig
 from agentrun.operator.context import OperatorContext
+from agentrun.operator.forget import Forgetting
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
 from agentrun.redaction import Masker, MaskingFilter
@@ -58,6 +59,7 @@ async def start(
     memo.context = OperatorContext(
         config=config, backend=backend, api=KubeApi(), metrics=metrics, agents=agents
     )
+    memo.forgetting = Forgetting()
     logger.info(
         "worker %s ready with agents %s on %s",
         config.worker_id,
@@ -67,6 +69,9 @@ async def start(
 
 
 async def stop(memo: Any) -> None:
+    forgetting: Forgetting | None = getattr(memo, "forgetting", None)
+    if forgetting is not None:
+        await forgetting.close()
     context: OperatorContext | None = getattr(memo, "context", None)
     if context is not None:
         await context.backend.close()

@@ -1,7 +1,7 @@
 """Every kopf registration of the operator, in one place; the work is in the modules named.
 
 * ``worker`` — a daemon per AgentRun that is not finished: the replicas are the worker pool.
-* ``forget`` — deleting an AgentRun forgets what the stores keep for it.
+* ``forget`` — deleting an AgentRun forgets what the stores keep for it, under its lease.
 * ``lifecycle`` — start-up and shut-down.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 
 from agentrun.operator.conditions import is_terminal
-from agentrun.operator.forget import forget_run
+from agentrun.operator.forget import Forgetting
 from agentrun.operator.lifecycle import start, stop
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
 from agentrun.operator.worker import RunWorker
@@ -35,8 +35,12 @@ CANCELLED_GRACE = 5.0
 """Seconds a daemon still running after ``GRACE`` gets, once cancelled, to release its lease."""
 
 
-def _not_finished(status: Mapping[str, Any], **_: Any) -> bool:
-    return not is_terminal(status.get("conditions") or [])
+def _to_run(status: Mapping[str, Any], meta: Mapping[str, Any], **_: Any) -> bool:
+    """A daemon for a run that is not finished and not being deleted. Once it is being deleted,
+    kopf stops the daemon (giving it ``GRACE``) and, the filter no longer matching, drops its own
+    finalizer at once: our finalizer keeps the object until the run is forgotten, and a forget
+    takes the run's lease, so nothing is forgotten before the daemon has let the lease go."""
+    return not meta.get("deletionTimestamp") and not is_terminal(status.get("conditions") or [])
 
 
 @kopf.on.startup()
@@ -53,7 +57,7 @@ async def cleanup(*, memo: Any, **_: Any) -> None:
     GROUP,
     VERSION,
     PLURAL,
-    when=_not_finished,
+    when=_to_run,
     cancellation_backoff=GRACE,
     cancellation_timeout=CANCELLED_GRACE,
     backoff=RETRY_AFTER,
@@ -66,4 +70,5 @@ async def run_agent(
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def forget(*, body: kopf.Body, memo: Any, **_: Any) -> None:
-    await forget_run(memo.context, body)
+    forgetting: Forgetting = memo.forgetting
+    forgetting.see(memo.context, body)
