@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from tests.support.agentruns import (
     apply_run,
     count_effects,
@@ -22,9 +24,10 @@ from tests.support.agentruns import (
 )
 from tests.support.kube import Kube
 from tests.support.operator import Operators, wait_for
-from tests.support.redis_server import RedisServer
+from tests.support.redis_server import RedisServer, redis_server
 
 from agentrun import open_backend
+from agentrun.operator.config import DEFAULT_CONTROLLER
 
 
 def _stored(redis_url: str, tenant: str, uid: str) -> bytes | None:
@@ -103,3 +106,59 @@ def test_deleting_a_running_run_stops_it_within_seconds_and_forgets_it(
     assert _stored(redis.url, kube.namespace, uid) is None
     keys = redis.cli("--scan", "--pattern", f"*{uid}*").split()
     assert all(key.endswith(":fence") or key.endswith(":lease") for key in keys), keys
+
+
+SECOND = "example.com/second-install"
+
+
+def _wait_for_success(kube: Kube, names: list[str], logs: Callable[[], str]) -> None:
+    for name in names:
+        wait_for(
+            f"{name} to succeed",
+            lambda name=name: has_condition(kube, name, "Succeeded", "True", "Completed"),
+            60,
+            logs,
+        )
+
+
+def test_two_installs_never_both_run_one_agentrun(
+    kube: Kube,
+    operators: Operators,
+    effects: Path,
+    redis: RedisServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A second install (another controller name, its own store) watches the same namespace:
+    each run is claimed by one install and executed by it alone, once."""
+    with redis_server(tmp_path_factory.mktemp("second-store")) as other:
+        second = Operators(
+            kube.control_plane,
+            kube.namespace,
+            other.url,
+            tmp_path_factory.mktemp("second-install"),
+            env={**operators.env, "AGENTRUN_CONTROLLER_NAME": SECOND},
+        )
+        second.start("second-a")
+        second.start("second-b")
+        try:
+            texts = count_effects(effects, "sms")
+            names = [f"shared-{n}" for n in range(4)]
+            for name in names:
+                apply_run(kube, name, "texter")
+            _wait_for_success(kube, names, lambda: operators.logs() + second.logs())
+            time.sleep(2)
+            assert count_effects(effects, "sms") == texts + len(names)
+            apply_run(kube, "named", "texter", extra=f"  controllerName: {SECOND}\n")
+            _wait_for_success(kube, ["named"], lambda: operators.logs() + second.logs())
+            assert get_run(kube, "named")["status"]["controller"] == SECOND
+            stores = {DEFAULT_CONTROLLER: redis.url, SECOND: other.url}
+            for name in [*names, "named"]:
+                run = get_run(kube, name)
+                owner = run["status"]["controller"]
+                uid = run["metadata"]["uid"]
+                for controller, store in stores.items():
+                    kept = _stored(store, kube.namespace, uid)
+                    assert (kept is not None) == (controller == owner), (name, controller)
+            assert count_effects(effects, "sms") == texts + len(names) + 1
+        finally:
+            second.stop_all()

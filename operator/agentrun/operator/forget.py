@@ -35,6 +35,7 @@ from typing import Any
 
 from agentrun.checkpointing import Checkpointer
 from agentrun.errors import RunLeaseError
+from agentrun.operator.claims import ours
 from agentrun.operator.context import FINALIZER, OperatorContext
 from agentrun.operator.finalizers import drop_finalizer
 from agentrun.operator.tenancy import tenant_for
@@ -60,6 +61,8 @@ async def forget_run(context: OperatorContext, body: Mapping[str, Any]) -> bool:
     current = await context.api.get(namespace, name)
     if current is None or current["metadata"]["uid"] != run_id or not being_forgotten(current):
         return True  # already forgotten: nothing of it is left to forget
+    if not ours(current, context.config.controller_name):
+        return True  # another install's run, in another install's stores
     tenant = pinned_tenant(current.get("status") or {})
     if tenant is None:  # never pinned: its namespace's tenant, as it would have been pinned
         labels = await context.api.namespace_labels(namespace)

@@ -14,7 +14,7 @@ import kopf
 
 from agentrun.errors import ConfigurationError
 from agentrun.operator import events
-from agentrun.operator.config import OperatorConfig
+from agentrun.operator.config import DEFAULT_CONTROLLER, OperatorConfig
 from agentrun.operator.context import OperatorContext
 from agentrun.operator.forget import Forgetting
 from agentrun.operator.kubeapi import KubeApi
@@ -33,13 +33,21 @@ def mask_the_log(masker: Masker) -> None:
         handler.addFilter(MaskingFilter(masker))
 
 
+def daemon_finalizer(controller: str) -> str:
+    """kopf's finalizer for this install's daemons, one per controller name: an install that
+    leaves a run alone would otherwise remove the finalizer the owning install's kopf keeps on it,
+    and the two would take turns adding and removing it. The default install keeps the name every
+    earlier release put on runs."""
+    return "agentrun.dev/daemon" if controller == DEFAULT_CONTROLLER else f"{controller}-daemon"
+
+
 async def start(
     settings: kopf.OperatorSettings, memo: Any, logger: logging.Logger | logging.LoggerAdapter[Any]
 ) -> None:
     config = OperatorConfig.from_environment()
     # kopf's own bookkeeping goes under our prefix, and it posts only errors as events: the
     # events a person reads are the ones this operator posts on purpose.
-    settings.persistence.finalizer = "agentrun.dev/daemon"
+    settings.persistence.finalizer = daemon_finalizer(config.controller_name)
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="agentrun.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="agentrun.dev", key="last-handled-configuration"
@@ -61,8 +69,9 @@ async def start(
     )
     memo.forgetting = Forgetting()
     logger.info(
-        "worker %s ready with agents %s on %s",
+        "worker %s of %s ready with agents %s on %s",
         config.worker_id,
+        config.controller_name,
         ", ".join(f"{n} ({a.definition.revision})" for n, a in sorted(agents.items())),
         backend.url,
     )

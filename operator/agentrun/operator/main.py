@@ -13,6 +13,7 @@ from typing import Any
 
 import kopf
 
+from agentrun.operator.claims import ours
 from agentrun.operator.conditions import is_terminal
 from agentrun.operator.forget import Forgetting
 from agentrun.operator.lifecycle import start, stop
@@ -35,12 +36,19 @@ CANCELLED_GRACE = 5.0
 """Seconds a daemon still running after ``GRACE`` gets, once cancelled, to release its lease."""
 
 
-def _to_run(status: Mapping[str, Any], meta: Mapping[str, Any], **_: Any) -> bool:
+def _to_run(
+    body: kopf.Body, status: Mapping[str, Any], meta: Mapping[str, Any], memo: Any, **_: Any
+) -> bool:
     """A daemon for a run that is not finished and not being deleted. Once it is being deleted,
     kopf stops the daemon (giving it ``GRACE``) and, the filter no longer matching, drops its own
     finalizer at once: our finalizer keeps the object until the run is forgotten, and a forget
-    takes the run's lease, so nothing is forgotten before the daemon has let the lease go."""
-    return not meta.get("deletionTimestamp") and not is_terminal(status.get("conditions") or [])
+    takes the run's lease, so nothing is forgotten before the daemon has let the lease go. None
+    for a run another install claimed (``claims``)."""
+    return (
+        not meta.get("deletionTimestamp")
+        and not is_terminal(status.get("conditions") or [])
+        and ours(body, memo.context.config.controller_name)
+    )
 
 
 @kopf.on.startup()

@@ -26,7 +26,9 @@ from agentrun.frontier import Checkpoint
 from agentrun.leases import RunLease
 from agentrun.operator import conditions as c
 from agentrun.operator.answers import record_approvals, record_resolutions, waiting_on_people
+from agentrun.operator.claims import claim
 from agentrun.operator.context import OperatorContext
+from agentrun.operator.events import CLAIMED_ELSEWHERE, notice
 from agentrun.operator.finalizers import ensure_finalizer
 from agentrun.operator.forget import forget_run
 from agentrun.operator.kubeapi import Rejected
@@ -87,6 +89,16 @@ class RunWorker:
                 self.report.say("could not forget the run yet: %s", error, level=logging.WARNING)
 
     async def _work(self) -> None:
+        controller = self.context.config.controller_name
+        owner = await claim(self.context.api, self.namespace, self.name, controller)
+        if owner != controller:
+            if owner is not None:
+                notice(
+                    self.body,
+                    CLAIMED_ELSEWHERE,
+                    f"operator install {owner} runs this AgentRun; {controller} leaves it alone",
+                )
+            return
         if not self.report.current().get("conditions"):
             with contextlib.suppress(Rejected):  # kept changing: another replica wrote them
                 await self.report.first_seen()
