@@ -8,10 +8,14 @@ records, that no side effect was made twice, left undecidable, or made after the
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import signal
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.support.agentruns import (
@@ -23,7 +27,7 @@ from tests.support.agentruns import (
     lease_of,
 )
 from tests.support.kube import Kube
-from tests.support.operator import Operators, wait_for
+from tests.support.operator import Operators, Replica, wait_for
 from tests.support.redis_server import RedisServer, redis_server
 
 from agentrun import open_backend
@@ -162,3 +166,113 @@ def test_two_installs_never_both_run_one_agentrun(
             assert count_effects(effects, "sms") == texts + len(names) + 1
         finally:
             second.stop_all()
+
+
+def _events(kube: Kube, name: str) -> list[dict[str, Any]]:
+    listed = json.loads(
+        kube.kubectl(
+            "get", "events", f"--field-selector=involvedObject.name={name}", "-o", "json"
+        ).stdout
+    )
+    return list(listed["items"])
+
+
+def _runs_gauge(replica: Replica) -> dict[str, float]:
+    """``agentrun_runs`` as one replica reports it, by reason."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{replica.metrics_port}/metrics") as answer:
+        text = answer.read().decode()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if match := re.match(r'agentrun_runs\{reason="([^"]+)"\} (\S+)', line):
+            found[match[1]] = float(match[2])
+    return found
+
+
+def _completed(kube: Kube) -> int:
+    listed = json.loads(kube.kubectl("get", "agentruns", "-o", "json").stdout)["items"]
+    return sum(
+        1
+        for run in listed
+        if any(
+            c["type"] == "Succeeded" and c["reason"] == "Completed"
+            for c in (run.get("status") or {}).get("conditions") or ()
+        )
+    )
+
+
+def test_a_finished_runs_status_events_and_gauge_tell_the_truth(
+    kube: Kube, operators: Operators
+) -> None:
+    """With checkpoints only after tool results the last model call is written nowhere but the
+    status: iteration and usage still count it. Nobody holds a finished run, its events say who
+    posted them and that it completed, a spec edit after the end is observed, and every replica's
+    ``agentrun_runs`` counts the namespace's runs, deleted ones not."""
+    sparse = "  checkpointPolicy:\n    boundaries: [after_tool_result]\n"
+    apply_run(kube, "sparse", "slowbook", extra=sparse)
+    wait_for(
+        "sparse to succeed",
+        lambda: has_condition(kube, "sparse", "Succeeded", "True", "Completed"),
+        60,
+        operators.logs,
+    )
+    status = get_run(kube, "sparse")["status"]
+    assert status["iteration"] == 4
+    assert status["usage"]["inputTokens"] == 3 * 100 + 50
+    assert status["usage"]["outputTokens"] == 3 * 10 + 5
+    assert status["lease"]["fence"] >= 1
+    assert "holder" not in status["lease"], status["lease"]
+    holder = kube.kubectl(
+        "get", "agentrun", "sparse", "-o", "custom-columns=HOLDER:.status.lease.holder"
+    ).stdout.split()
+    assert holder == ["HOLDER", "<none>"], holder
+
+    events = _events(kube, "sparse")
+    completed = [e for e in events if e["reason"] == "Completed"]
+    assert len(completed) == 1, events
+    assert {e["source"]["component"] for e in events} == {DEFAULT_CONTROLLER}, events
+    described = kube.kubectl("describe", "agentrun", "sparse").stdout
+    assert " kopf " not in described, described
+    assert f"{DEFAULT_CONTROLLER}  " in described, described
+
+    kube.kubectl("patch", "agentrun", "sparse", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    wait_for(
+        "observedGeneration 2",
+        lambda: get_run(kube, "sparse")["status"].get("observedGeneration") == 2,
+        30,
+        operators.logs,
+    )
+    caught_up = get_run(kube, "sparse")["status"]
+    assert {c["observedGeneration"] for c in caught_up["conditions"]} == {2}
+    assert has_condition(kube, "sparse", "Succeeded", "True", "Completed")
+
+    live = [r for r in operators.replicas if r.process.poll() is None]
+    assert len(live) >= 2
+    wait_for(
+        "every replica to count every completed run",
+        lambda: all(_runs_gauge(r).get("Completed", 0) == _completed(kube) for r in live),
+        30,
+        operators.logs,
+    )
+    before = _completed(kube)
+    kube.kubectl("delete", "agentrun", "sparse", "--timeout=30s")
+    wait_for(
+        "every replica to stop counting the deleted run",
+        lambda: all(_runs_gauge(r).get("Completed", 0) == before - 1 for r in live),
+        30,
+        operators.logs,
+    )
+
+
+def test_an_unknown_agent_waits_with_one_event(kube: Kube, operators: Operators) -> None:
+    apply_run(kube, "nobody", "no-such-agent")
+    wait_for(
+        "AgentNotRegistered",
+        lambda: has_condition(kube, "nobody", "Succeeded", "Unknown", "AgentNotRegistered"),
+        60,
+        operators.logs,
+    )
+    time.sleep(3)
+    posted = [e for e in _events(kube, "nobody") if e["reason"] == "AgentNotRegistered"]
+    assert sum(e.get("count") or 1 for e in posted) == 1, posted
+    assert "no-such-agent" in posted[0]["message"]
+    assert posted[0]["type"] == "Warning"

@@ -53,6 +53,9 @@ async def start(
         prefix="agentrun.dev", key="last-handled-configuration"
     )
     settings.posting.level = logging.ERROR
+    # Events say which install posted them (``From:`` in ``kubectl describe``) and which replica.
+    settings.posting.reporting_component = config.controller_name
+    settings.posting.reporting_instance = config.worker_id
     try:
         backend = await open_backend(config.store_url)
     except ConfigurationError as error:

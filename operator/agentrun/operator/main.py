@@ -1,7 +1,8 @@
 """Every kopf registration of the operator, in one place; the work is in the modules named.
 
 * ``worker`` — a daemon per AgentRun that is not finished: the replicas are the worker pool.
-* ``forget`` — deleting an AgentRun forgets what the stores keep for it, under its lease.
+* ``observer`` — every watch event: the runs gauge, forgetting a deleted run under its lease,
+  a finished run's ``observedGeneration``.
 * ``lifecycle`` — start-up and shut-down.
 """
 
@@ -15,8 +16,8 @@ import kopf
 
 from agentrun.operator.claims import ours
 from agentrun.operator.conditions import is_terminal
-from agentrun.operator.forget import Forgetting
 from agentrun.operator.lifecycle import start, stop
+from agentrun.operator.observer import observe
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
 from agentrun.operator.worker import RunWorker
 
@@ -77,6 +78,5 @@ async def run_agent(
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def forget(*, body: kopf.Body, memo: Any, **_: Any) -> None:
-    forgetting: Forgetting = memo.forgetting
-    forgetting.see(memo.context, body)
+async def seen(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    await observe(memo.context, memo.forgetting, str(event.get("type")), body)

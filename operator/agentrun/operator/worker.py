@@ -155,7 +155,7 @@ class RunWorker:
         if succeeded.get("reason") != outcome.reason and (
             await self.context.backend.leases.held(self.tenant, self.run_id) is None
         ):
-            await self.report.show(outcome, message)
+            await self.report.show(outcome, message, once=True)
         await self._pause()
 
     # -- one attempt at the lease ---------------------------------------------------------------
