@@ -43,17 +43,8 @@ async def claim(api: KubeApi, namespace: str, name: str, controller: str) -> str
         owner = claimed_by(current)
         if owner not in (None, controller) or (current.get("status") or {}).get("controller"):
             return owner
-        operations: list[dict[str, Any]] = [
-            {
-                "op": "test",
-                "path": "/metadata/resourceVersion",
-                "value": current["metadata"]["resourceVersion"],
-            },
-            *([] if "status" in current else [{"op": "add", "path": "/status", "value": {}}]),
-            {"op": "add", "path": "/status/controller", "value": controller},
-        ]
         try:
-            await api.patch_status(namespace, name, operations)
+            await api.pin_status(current, "controller", controller)
         except Rejected:
             continue
         return controller

@@ -78,17 +78,8 @@ async def pin_tenant(api: KubeApi, namespace: str, name: str, requested: str | N
         tenant = tenant_for(namespace, labels, requested)
         if tenant is None or current is None:  # refused, or gone: nothing to pin
             return tenant
-        operations: list[dict[str, Any]] = [
-            {
-                "op": "test",
-                "path": "/metadata/resourceVersion",
-                "value": current["metadata"]["resourceVersion"],
-            },
-            *([] if "status" in current else [{"op": "add", "path": "/status", "value": {}}]),
-            {"op": "add", "path": "/status/tenant", "value": tenant},
-        ]
         try:
-            await api.patch_status(namespace, name, operations)
+            await api.pin_status(current, "tenant", tenant)
         except Rejected:
             continue
         return tenant
