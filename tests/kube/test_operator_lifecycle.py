@@ -189,11 +189,13 @@ def _runs_gauge(replica: Replica) -> dict[str, float]:
 
 
 def _completed(kube: Kube) -> int:
+    """Completed runs of the default install (another install's runs are not its to count)."""
     listed = json.loads(kube.kubectl("get", "agentruns", "-o", "json").stdout)["items"]
     return sum(
         1
         for run in listed
-        if any(
+        if (run.get("status") or {}).get("controller") == DEFAULT_CONTROLLER
+        and any(
             c["type"] == "Succeeded" and c["reason"] == "Completed"
             for c in (run.get("status") or {}).get("conditions") or ()
         )
