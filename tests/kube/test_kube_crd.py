@@ -216,7 +216,7 @@ def test_status_subresource_validates_conditions(kube: Kube) -> None:
     assert "status.conditions[0].reason: Invalid value" in result.stderr
 
 
-def test_printer_columns_show_status_agent_iteration_fence_holder_and_controller(kube: Kube) -> None:
+def test_printer_columns_show_the_run_its_holder_and_controller(kube: Kube) -> None:
     kube.kubectl("create", "-f", "-", stdin=json.dumps(agentrun("columns")))
     status = AgentRunStatus.model_validate(
         {

@@ -33,9 +33,11 @@ Boundary = Literal["after_model_call", "after_tool_result", "before_approval"]
 _NAME_PATTERN = r"^[a-z0-9]([a-z0-9_.-]*[a-z0-9])?$"
 CONTROLLER_PATTERN = (
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-    r"/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+    r"/[A-Za-z0-9]([-A-Za-z0-9_.]{0,54}[A-Za-z0-9])?$"
 )
-"""A controller name: a DNS subdomain, a slash, a path segment (``agentrun.dev/operator``)."""
+"""A controller name: a DNS subdomain, a slash, a name (``agentrun.dev/operator``). The name is
+at most 56 characters so that ``<controller name>-daemon`` is a valid finalizer (kopf's, per
+install: ``lifecycle.daemon_finalizer``)."""
 _CONDITION_TYPE_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
