@@ -112,6 +112,33 @@ def test_deleting_a_running_run_stops_it_within_seconds_and_forgets_it(
     assert all(key.endswith(":fence") or key.endswith(":lease") for key in keys), keys
 
 
+def test_a_run_whose_holder_died_is_forgotten_once_its_lease_lapses(
+    kube: Kube, operators: Operators, effects: Path, redis: RedisServer
+) -> None:
+    """Nobody is left to stop the run: a replica that is not the holder does not wait for it,
+    and forgets the run (under the lease) once the dead holder's lease lapses."""
+    ticks = len(effect_details(effects, "tick"))
+    apply_run(kube, "orphaned", "ticker", ttl=5)
+    wait_for(
+        "a few ticks",
+        lambda: len(effect_details(effects, "tick")) >= ticks + 3,
+        60,
+        operators.logs,
+    )
+    holder = operators.by_holder(lease_of(kube, "orphaned")["holder"])
+    uid = get_run(kube, "orphaned")["metadata"]["uid"]
+    holder.signal(signal.SIGKILL)
+    holder.wait()
+    deleted_at = time.time()
+    kube.kubectl("delete", "agentrun", "orphaned", "--timeout=60s")
+    gone = time.time() - deleted_at
+    print(f"holder dead: kubectl delete to gone {gone:.1f}s (lease TTL 5s)")
+    assert gone < 15, f"took {gone:.1f}s; the lease lapses after 5s"
+    assert not [t for t in effect_details(effects, "tick") if float(t) > deleted_at]
+    assert _stored(redis.url, kube.namespace, uid) is None
+    operators.start(holder.name)
+
+
 SECOND = "example.com/second-install"
 
 

@@ -100,14 +100,18 @@ class RunReporter:
         nobody holds a stopped run."""
         if not outcome.conditions:
             return
-        if self.status.fence is not None:
-            fields = fields.model_copy(update={"lease": LeaseStatus(fence=self.status.fence)})
         updates = [c.update(each, message) for each in outcome.conditions]
         written = await self.status.write(
-            fields, updates, unless_reason=outcome.reason if once else None
+            self._let_go(fields), updates, unless_reason=outcome.reason if once else None
         )
         if written and outcome.event is not None:
             notice(self.body, outcome.event.reason, message, warning=outcome.event.warning)
+
+    def _let_go(self, fields: AgentRunStatus) -> AgentRunStatus:
+        """``fields`` and, if this replica was the holder, ``status.lease`` without the holder."""
+        if self.status.fence is None:
+            return fields
+        return fields.model_copy(update={"lease": LeaseStatus(fence=self.status.fence)})
 
     async def ended(self, outcome: Outcome, message: str, fields: AgentRunStatus = NOTHING) -> None:
         """An attempt at the run ended with ``outcome``: count it, and show it."""
@@ -223,6 +227,8 @@ class RunReporter:
         else:
             message = outcome.meaning
         await self.ended(outcome, message, progress)
+        if outcome is Outcome.INTERRUPTED:  # told to stop: no verdict, but nobody holds it now
+            await self.status.write(self._let_go(progress))
         if outcome.reason is not None:
             self.say("finished: %s", outcome.value)
 
