@@ -133,7 +133,12 @@ class Outcome(StrEnum):
     # -- the run stopped where the loop put it ------------------------------------------------
     COMPLETED = (
         "completed",
-        _facts(Exit.CARRIED_ON, ("True", "Completed"), "the model gave its final answer"),
+        _facts(
+            Exit.CARRIED_ON,
+            ("True", "Completed"),
+            "the model gave its final answer",
+            event=Event("Completed", warning=False),
+        ),
     )
     DENIED = (
         "denied",
@@ -141,6 +146,7 @@ class Outcome(StrEnum):
             Exit.CARRIED_ON,
             ("False", "Denied"),
             "the run finished after a person denied a call it held for approval",
+            event=_warning("Denied"),
         ),
     )
     AWAITING_APPROVAL = (
@@ -159,15 +165,26 @@ class Outcome(StrEnum):
             Exit.CARRIED_ON,
             ("False", "BudgetExceeded"),
             "the run reached its budget; raise it and resume to carry on",
+            event=_warning("BudgetExceeded"),
         ),
     )
     MAX_ITERATIONS = (
         "max_iterations",
-        _facts(Exit.CARRIED_ON, ("False", "Failed"), "the run reached its agent's iteration limit"),
+        _facts(
+            Exit.CARRIED_ON,
+            ("False", "Failed"),
+            "the run reached its agent's iteration limit",
+            event=_warning("Failed"),
+        ),
     )
     DEADLINE_EXCEEDED = (
         "deadline_exceeded",
-        _facts(Exit.CARRIED_ON, ("False", "Failed"), "the run ran out of time"),
+        _facts(
+            Exit.CARRIED_ON,
+            ("False", "Failed"),
+            "the run ran out of time",
+            event=_warning("Failed"),
+        ),
     )
     CONTINUED = (
         "continued",
@@ -212,6 +229,7 @@ class Outcome(StrEnum):
             Exit.USAGE,
             ("Unknown", "AgentNotRegistered"),
             "no agent of that name is registered in this installation (image)",
+            event=_warning("AgentNotRegistered"),
         ),
     )
     TENANT_NOT_ALLOWED = (

@@ -13,6 +13,7 @@ import os
 import random
 import sqlite3
 import string
+import time
 
 from pydantic import JsonValue
 
@@ -115,3 +116,15 @@ leaky = _agent(
         {"text": f"Here it is: {LEAKED}", "usage": {"input_tokens": 50, "output_tokens": 5}},
     ],
 )
+
+
+@tool()
+async def tick(count: int) -> str:
+    """Make one more call to the outside world (no key; it records when it was called)."""
+    await asyncio.to_thread(_effect, "tick", repr(time.time()))
+    await asyncio.sleep(0.3)
+    return f"tick {count}"
+
+
+ticker = _agent("ticker", (tick,), [*(_turn("tick", {"count": n}) for n in range(200)), DONE])
+"""A long run of many side-effecting calls: deleting it mid-way must stop them."""

@@ -216,13 +216,14 @@ def test_status_subresource_validates_conditions(kube: Kube) -> None:
     assert "status.conditions[0].reason: Invalid value" in result.stderr
 
 
-def test_printer_columns_show_status_agent_iteration_fence_and_holder(kube: Kube) -> None:
+def test_printer_columns_show_the_run_its_holder_and_controller(kube: Kube) -> None:
     kube.kubectl("create", "-f", "-", stdin=json.dumps(agentrun("columns")))
     status = AgentRunStatus.model_validate(
         {
             "observedGeneration": 1,
             "iteration": 4,
             "resumeCount": 1,
+            "controller": "agentrun.dev/operator",
             "lease": {"holder": "agentrun-operator-7d9c-x2x1", "fence": 3},
             "conditions": [
                 {
@@ -245,11 +246,13 @@ def test_printer_columns_show_status_agent_iteration_fence_and_holder(kube: Kube
     table = kube.kubectl("get", "agentruns", "-o", "wide").stdout
     header, *rows = table.splitlines()
     assert header.split() == [
-        "NAME", "STATUS", "AGENT", "ITERATION", "FENCE", "HOLDER", "RESUMES", "AGE",
+        "NAME", "STATUS", "AGENT", "ITERATION", "FENCE", "HOLDER", "RESUMES", "CONTROLLER",
+        "AGE",
     ]  # fmt: skip
     row = next(r.split() for r in rows if r.startswith("columns "))
-    assert row[:7] == [
+    assert row[:8] == [
         "columns", "AwaitingApproval", "booking", "4", "3", "agentrun-operator-7d9c-x2x1", "1",
+        "agentrun.dev/operator",
     ]  # fmt: skip
     narrow = kube.kubectl("get", "ar", "columns").stdout.splitlines()[0].split()
     assert narrow == ["NAME", "STATUS", "AGENT", "ITERATION", "AGE"]

@@ -26,6 +26,16 @@ def count_effects(effects: Path, kind: str, detail_like: str = "%") -> int:
         )
 
 
+def effect_details(effects: Path, kind: str) -> list[str]:
+    """The details of every effect of ``kind``, in the order they were made."""
+    with sqlite3.connect(effects, timeout=10) as connection:
+        connection.execute("CREATE TABLE IF NOT EXISTS effects (kind TEXT, detail TEXT)")
+        rows = connection.execute(
+            "SELECT detail FROM effects WHERE kind = ? ORDER BY rowid", (kind,)
+        ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
 def run_manifest(name: str, agent: str, *, extra: str = "", ttl: int = 5) -> str:
     return (
         textwrap.dedent(f"""\

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 
 from pydantic import Field
 
 from agentrun._base import FrozenModel
+from agentrun.operator.resource import CONTROLLER_PATTERN
+
+DEFAULT_CONTROLLER = "agentrun.dev/operator"
+"""The controller name of an install that does not set ``AGENTRUN_CONTROLLER_NAME``."""
 
 
 class OperatorConfig(FrozenModel):
     store_url: str
     worker_id: str = Field(min_length=1)
+    controller_name: str = Field(
+        default=DEFAULT_CONTROLLER, max_length=253, pattern=CONTROLLER_PATTERN
+    )
     metrics_port: int = Field(default=9090, ge=0, le=65535)
     lease_ttl: float = Field(default=60.0, gt=0)
     lease_renew_within: float = Field(default=20.0, gt=0)
@@ -28,11 +36,21 @@ class OperatorConfig(FrozenModel):
                 "AGENTRUN_STORE_URL is not set; point it at the Redis or PostgreSQL store "
                 "(the Helm chart sets it from the store Secret)"
             )
+        controller = os.environ.get("AGENTRUN_CONTROLLER_NAME") or DEFAULT_CONTROLLER
+        if len(controller) > 253 or not re.match(CONTROLLER_PATTERN, controller):
+            from agentrun.errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"AGENTRUN_CONTROLLER_NAME={controller!r} is not a controller name: a DNS "
+                f"subdomain, a slash and a name, like {DEFAULT_CONTROLLER} (the chart's value "
+                "sets it)"
+            )
         pod = os.environ.get("AGENTRUN_WORKER_ID") or os.environ.get("HOSTNAME") or "operator"
         return cls(
             store_url=store,
             # Unique per process, not per pod: a restarted container is a new holder.
             worker_id=f"{pod}-{os.getpid()}-{secrets.token_hex(2)}",
+            controller_name=controller,
             metrics_port=int(os.environ.get("AGENTRUN_METRICS_PORT", "9090")),
             lease_ttl=float(os.environ.get("AGENTRUN_LEASE_TTL", "60")),
             lease_renew_within=float(os.environ.get("AGENTRUN_LEASE_RENEW_WITHIN", "20")),

@@ -19,6 +19,7 @@ from agentrun.redaction import Masker
 LEASE_TAKEN = "LeaseTaken"
 RUN_RESUMED = "RunResumed"
 CHECKPOINT_REFUSED = "CheckpointRefused"
+CLAIMED_ELSEWHERE = "ClaimedElsewhere"
 
 
 class _Masking:

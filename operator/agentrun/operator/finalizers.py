@@ -1,8 +1,9 @@
 """Our finalizer, added before a run first touches a store and removed once it is forgotten.
 
-kopf keeps a finalizer of its own while a run's daemon is alive (so the daemon hands its lease
-back before the object goes). Ours is separate and lives longer: a finished run still has a
-checkpoint, a transcript and records that deleting the AgentRun must forget. A run that never
+kopf keeps a finalizer of its own while a run's daemon may be spawned, and drops it as soon as
+the run is being deleted (``main._to_run``). Ours is separate and lives longer: a finished run
+still has a checkpoint, a transcript and records that deleting the AgentRun must forget, and the
+forget takes the run's lease, so the object cannot go before its holder has let go. A run that never
 touched a store (say, one rejected for its tenant) never gets it.
 """
 

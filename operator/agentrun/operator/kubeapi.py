@@ -72,6 +72,18 @@ class KubeApi:
 
         return await asyncio.to_thread(call)
 
+    async def pin_status(self, current: dict[str, Any], key: str, value: str) -> None:
+        """Write ``status.<key>`` once, decided from ``current``: the patch tests the
+        ``resourceVersion`` read, so of replicas (or installs) racing to pin it exactly one
+        lands; ``Rejected`` for the others, which read the winner's value back."""
+        meta = current["metadata"]
+        operations: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
+            *([] if "status" in current else [{"op": "add", "path": "/status", "value": {}}]),
+            {"op": "add", "path": f"/status/{key}", "value": value},
+        ]
+        await self.patch_status(meta["namespace"], meta["name"], operations)
+
     async def patch_object(
         self, namespace: str, name: str, operations: list[dict[str, Any]]
     ) -> None:

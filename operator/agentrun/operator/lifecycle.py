@@ -14,8 +14,9 @@ import kopf
 
 from agentrun.errors import ConfigurationError
 from agentrun.operator import events
-from agentrun.operator.config import OperatorConfig
+from agentrun.operator.config import DEFAULT_CONTROLLER, OperatorConfig
 from agentrun.operator.context import OperatorContext
+from agentrun.operator.forget import Forgetting
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
 from agentrun.redaction import Masker, MaskingFilter
@@ -32,18 +33,29 @@ def mask_the_log(masker: Masker) -> None:
         handler.addFilter(MaskingFilter(masker))
 
 
+def daemon_finalizer(controller: str) -> str:
+    """kopf's finalizer for this install's daemons, one per controller name: an install that
+    leaves a run alone would otherwise remove the finalizer the owning install's kopf keeps on it,
+    and the two would take turns adding and removing it. The default install keeps the name every
+    earlier release put on runs."""
+    return "agentrun.dev/daemon" if controller == DEFAULT_CONTROLLER else f"{controller}-daemon"
+
+
 async def start(
     settings: kopf.OperatorSettings, memo: Any, logger: logging.Logger | logging.LoggerAdapter[Any]
 ) -> None:
     config = OperatorConfig.from_environment()
     # kopf's own bookkeeping goes under our prefix, and it posts only errors as events: the
     # events a person reads are the ones this operator posts on purpose.
-    settings.persistence.finalizer = "agentrun.dev/daemon"
+    settings.persistence.finalizer = daemon_finalizer(config.controller_name)
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="agentrun.dev")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="agentrun.dev", key="last-handled-configuration"
     )
     settings.posting.level = logging.ERROR
+    # Events say which install posted them (``From:`` in ``kubectl describe``) and which replica.
+    settings.posting.reporting_component = config.controller_name
+    settings.posting.reporting_instance = config.worker_id
     try:
         backend = await open_backend(config.store_url)
     except ConfigurationError as error:
@@ -58,15 +70,20 @@ async def start(
     memo.context = OperatorContext(
         config=config, backend=backend, api=KubeApi(), metrics=metrics, agents=agents
     )
+    memo.forgetting = Forgetting()
     logger.info(
-        "worker %s ready with agents %s on %s",
+        "worker %s of %s ready with agents %s on %s",
         config.worker_id,
+        config.controller_name,
         ", ".join(f"{n} ({a.definition.revision})" for n, a in sorted(agents.items())),
         backend.url,
     )
 
 
 async def stop(memo: Any) -> None:
+    forgetting: Forgetting | None = getattr(memo, "forgetting", None)
+    if forgetting is not None:
+        await forgetting.close()
     context: OperatorContext | None = getattr(memo, "context", None)
     if context is not None:
         await context.backend.close()

@@ -1,7 +1,8 @@
 """Every kopf registration of the operator, in one place; the work is in the modules named.
 
 * ``worker`` — a daemon per AgentRun that is not finished: the replicas are the worker pool.
-* ``forget`` — deleting an AgentRun forgets what the stores keep for it.
+* ``observer`` — every watch event: the runs gauge, forgetting a deleted run under its lease,
+  a finished run's ``observedGeneration``.
 * ``lifecycle`` — start-up and shut-down.
 """
 
@@ -13,9 +14,10 @@ from typing import Any
 
 import kopf
 
+from agentrun.operator.claims import ours
 from agentrun.operator.conditions import is_terminal
-from agentrun.operator.forget import forget_run
 from agentrun.operator.lifecycle import start, stop
+from agentrun.operator.observer import observe
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
 from agentrun.operator.worker import RunWorker
 
@@ -24,12 +26,30 @@ Logger = logging.Logger | logging.LoggerAdapter[Any]
 RETRY_AFTER = 5.0
 """Seconds before a daemon that failed unexpectedly (the API server away, say) starts again."""
 
-GRACE = 25.0
-"""Seconds a stopping daemon gets to reach its next step and hand its lease back."""
+GRACE = 20.0
+"""Seconds a stopping daemon gets to reach its next step and hand its lease back: kopf sets
+``stopped`` and waits this long (``cancellation_backoff``) before it cancels the daemon. The run
+checks ``stopped`` before each model call and each dispatch, so a tool call in flight completes
+and its outcome is recorded (cancelling it would leave a keyless call undecidable). Together with
+``CANCELLED_GRACE`` it stays under the chart's ``terminationGracePeriodSeconds`` (30 s)."""
+
+CANCELLED_GRACE = 5.0
+"""Seconds a daemon still running after ``GRACE`` gets, once cancelled, to release its lease."""
 
 
-def _not_finished(status: Mapping[str, Any], **_: Any) -> bool:
-    return not is_terminal(status.get("conditions") or [])
+def _to_run(
+    body: kopf.Body, status: Mapping[str, Any], meta: Mapping[str, Any], memo: Any, **_: Any
+) -> bool:
+    """A daemon for a run that is not finished and not being deleted. Once it is being deleted,
+    kopf stops the daemon (giving it ``GRACE``) and, the filter no longer matching, drops its own
+    finalizer at once: our finalizer keeps the object until the run is forgotten, and a forget
+    takes the run's lease, so nothing is forgotten before the daemon has let the lease go. None
+    for a run another install claimed (``claims``)."""
+    return (
+        not meta.get("deletionTimestamp")
+        and not is_terminal(status.get("conditions") or [])
+        and ours(body, memo.context.config.controller_name)
+    )
 
 
 @kopf.on.startup()
@@ -43,7 +63,13 @@ async def cleanup(*, memo: Any, **_: Any) -> None:
 
 
 @kopf.daemon(
-    GROUP, VERSION, PLURAL, when=_not_finished, cancellation_timeout=GRACE, backoff=RETRY_AFTER
+    GROUP,
+    VERSION,
+    PLURAL,
+    when=_to_run,
+    cancellation_backoff=GRACE,
+    cancellation_timeout=CANCELLED_GRACE,
+    backoff=RETRY_AFTER,
 )
 async def run_agent(
     *, body: kopf.Body, memo: Any, stopped: kopf.DaemonStopped, logger: Logger, **_: Any
@@ -52,5 +78,5 @@ async def run_agent(
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def forget(*, body: kopf.Body, memo: Any, **_: Any) -> None:
-    await forget_run(memo.context, body)
+async def seen(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    await observe(memo.context, memo.forgetting, str(event.get("type")), body)

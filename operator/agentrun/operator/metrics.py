@@ -1,6 +1,7 @@
 """Prometheus metrics: what an on-call engineer graphs and alerts on.
 
-Runs by their ``Succeeded`` reason (a gauge each replica keeps for the runs it has seen), how
+Runs by their ``Succeeded`` reason (every replica counts every run of its install from its watch,
+so each reports the same numbers: aggregate with ``max``, not ``sum``), how
 attempts at runs ended (by ``Outcome``), resumes, undecidable calls, checkpoint sizes, refusals
 and write latency, lease acquisitions and losses.
 """

@@ -17,6 +17,7 @@ from agentrun.checkpointing import WriteReceipt
 from agentrun.errors import CheckpointTooLargeError, IndeterminateToolCallError
 from agentrun.frontier import Checkpoint
 from agentrun.leases import RunLease
+from agentrun.messages import Usage as TokenUsage
 from agentrun.operator import conditions as c
 from agentrun.operator.context import OperatorContext
 from agentrun.operator.events import CHECKPOINT_REFUSED, LEASE_TAKEN, RUN_RESUMED, notice
@@ -24,6 +25,7 @@ from agentrun.operator.resource import (
     AgentRunStatus,
     CheckpointStatus,
     IndeterminateCall,
+    LeaseStatus,
     PendingApproval,
     Usage,
 )
@@ -32,6 +34,18 @@ from agentrun.outcomes import Outcome
 from agentrun.runner.results import RunResult
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+
+def _progress(iteration: int, usage: TokenUsage, cost_micros: int) -> AgentRunStatus:
+    """How far the run got and what it used, as the status shows it."""
+    return AgentRunStatus(
+        iteration=iteration,
+        usage=Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost_micros=cost_micros,
+        ),
+    )
 
 
 class RunReporter:
@@ -68,17 +82,36 @@ class RunReporter:
     async def first_seen(self) -> None:
         """The conditions a run shows before anything is decided about it."""
         await self.status.write()
-        self.context.metrics.run_is(self.run_id, c.PENDING.reason)
 
-    async def show(self, outcome: Outcome, message: str, fields: AgentRunStatus = NOTHING) -> None:
-        """Write ``outcome``'s conditions with ``message`` (and ``fields``), post its event,
-        and count the run under its reason; an outcome with no conditions changes nothing."""
+    async def show(
+        self,
+        outcome: Outcome,
+        message: str,
+        fields: AgentRunStatus = NOTHING,
+        *,
+        once: bool = False,
+    ) -> None:
+        """Write ``outcome``'s conditions with ``message`` (and ``fields``) and post its event; an
+        outcome with no conditions changes nothing. ``once``: not if the run already shows it
+        (a waiting run, which every replica looks at, gets one event).
+
+        Written by the last holder, it also clears the holder from ``status.lease`` (keeping the
+        fence its writes are tested against): an outcome is shown once the run stopped, and
+        nobody holds a stopped run."""
         if not outcome.conditions:
             return
-        await self.status.write(fields, [c.update(each, message) for each in outcome.conditions])
-        self.context.metrics.run_is(self.run_id, outcome.reason)
-        if outcome.event is not None:
+        updates = [c.update(each, message) for each in outcome.conditions]
+        written = await self.status.write(
+            self._let_go(fields), updates, unless_reason=outcome.reason if once else None
+        )
+        if written and outcome.event is not None:
             notice(self.body, outcome.event.reason, message, warning=outcome.event.warning)
+
+    def _let_go(self, fields: AgentRunStatus) -> AgentRunStatus:
+        """``fields`` and, if this replica was the holder, ``status.lease`` without the holder."""
+        if self.status.fence is None:
+            return fields
+        return fields.model_copy(update={"lease": LeaseStatus(fence=self.status.fence)})
 
     async def ended(self, outcome: Outcome, message: str, fields: AgentRunStatus = NOTHING) -> None:
         """An attempt at the run ended with ``outcome``: count it, and show it."""
@@ -104,7 +137,6 @@ class RunReporter:
                 c.update(c.DECIDED, "no call is undecidable"),
             ),
         )
-        metrics.run_is(self.run_id, taking.reason)
         self.say("took the lease (%s)", taking.reason.lower())
         notice(self.body, LEASE_TAKEN, held)
         if resumed:
@@ -119,23 +151,19 @@ class RunReporter:
         self, checkpoint: Checkpoint, receipt: WriteReceipt | None, error: Exception | None
     ) -> None:
         """Progress, and whether the frontier was written; a status write that fails does not
-        stop the run (unless it says the run is another replica's now)."""
-        progress = AgentRunStatus(
-            iteration=checkpoint.iteration,
-            usage=Usage(
-                input_tokens=checkpoint.usage.input_tokens,
-                output_tokens=checkpoint.usage.output_tokens,
-                cost_micros=checkpoint.cost_micros,
-            ),
-        )
+        stop the run (unless it says the run is another replica's now). A boundary the policy
+        does not write still reports the run's progress: the status must not lag the run
+        because its checkpoints are sparse."""
+        progress = _progress(checkpoint.iteration, checkpoint.usage, checkpoint.cost_micros)
+        updates: tuple[c.ConditionUpdate, ...] = ()
         if receipt is not None:
-            fields, update = self._written(progress, receipt)
+            progress, written = self._written(progress, receipt)
+            updates = (written,)
         elif error is not None:
-            fields, update = self._refused(progress, error)
-        else:
-            return
+            progress, refused = self._refused(progress, error)
+            updates = (refused,)
         try:
-            await self.status.write(fields, (update,))
+            await self.status.write(progress, updates)
         except Superseded:
             raise
         except Exception as failure:  # the run matters more than its status line
@@ -179,17 +207,17 @@ class RunReporter:
         outcome = result.outcome
         if outcome is Outcome.INTERRUPTED and suspended:
             outcome = Outcome.SUSPENDED
+        progress = _progress(result.iteration, result.usage, result.cost_micros)
         if outcome is Outcome.AWAITING_APPROVAL and result.approval is not None:
             approval = result.approval
+            pending = PendingApproval(
+                request_id=approval.request_id, call_id=approval.call_id, tool=approval.tool
+            )
             await self.ended(
                 outcome,
                 f"{approval.tool} (call {approval.call_id}) waits on approval "
                 f"{approval.request_id}; add it to spec.approvals",
-                AgentRunStatus(
-                    pending_approval=PendingApproval(
-                        request_id=approval.request_id, call_id=approval.call_id, tool=approval.tool
-                    )
-                ),
+                progress.model_copy(update={"pending_approval": pending}),
             )
             return
         if outcome is Outcome.COMPLETED:
@@ -198,7 +226,9 @@ class RunReporter:
             message = f"a person denied {', '.join(result.denied)}: {result.output}"
         else:
             message = outcome.meaning
-        await self.ended(outcome, message)
+        await self.ended(outcome, message, progress)
+        if outcome is Outcome.INTERRUPTED:  # told to stop: no verdict, but nobody holds it now
+            await self.status.write(self._let_go(progress))
         if outcome.reason is not None:
             self.say("finished: %s", outcome.value)
 

@@ -31,6 +31,13 @@ API_VERSION = f"{GROUP}/{VERSION}"
 Boundary = Literal["after_model_call", "after_tool_result", "before_approval"]
 
 _NAME_PATTERN = r"^[a-z0-9]([a-z0-9_.-]*[a-z0-9])?$"
+CONTROLLER_PATTERN = (
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+    r"/[A-Za-z0-9]([-A-Za-z0-9_.]{0,54}[A-Za-z0-9])?$"
+)
+"""A controller name: a DNS subdomain, a slash, a name (``agentrun.dev/operator``). The name is
+at most 56 characters so that ``<controller name>-daemon`` is a valid finalizer (kopf's, per
+install: ``lifecycle.daemon_finalizer``)."""
 _CONDITION_TYPE_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
@@ -41,6 +48,7 @@ Name = Annotated[str, Field(min_length=1, max_length=63, pattern=_NAME_PATTERN)]
 CallId = Annotated[str, Field(min_length=1, max_length=128)]
 Person = Annotated[str, Field(min_length=1, max_length=253)]
 Count = Annotated[int, Field(ge=0)]
+ControllerName = Annotated[str, Field(max_length=253, pattern=CONTROLLER_PATTERN)]
 
 
 class ResourceModel(BaseModel):
@@ -105,6 +113,7 @@ class AgentRunSpec(ResourceModel):
     agent: Name
     input: Annotated[str, Field(max_length=16384)] | None = None
     tenant: Name | None = None
+    controller_name: ControllerName | None = None
     checkpoint_policy: CheckpointPolicySpec | None = None
     lease_policy: LeasePolicySpec | None = None
     budget: BudgetSpec | None = None
@@ -156,6 +165,7 @@ class IndeterminateCall(ResourceModel):
 
 class AgentRunStatus(ResourceModel):
     tenant: Name | None = None
+    controller: ControllerName | None = None
     observed_generation: Count | None = None
     conditions: Annotated[list[Condition], Field(max_length=16)] | None = None
     checkpoint: CheckpointStatus | None = None

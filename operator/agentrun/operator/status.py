@@ -30,10 +30,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentrun.errors import AgentRunError
-from agentrun.operator.conditions import ConditionUpdate, initial_conditions, set_condition
+from agentrun.operator.conditions import (
+    ConditionUpdate,
+    find,
+    initial_conditions,
+    set_condition,
+)
 from agentrun.operator.kubeapi import KubeApi, Rejected
 from agentrun.operator.resource import AgentRunStatus, LeaseStatus
-from agentrun.outcomes import Outcome
+from agentrun.outcomes import SUCCEEDED, Outcome
 from agentrun.redaction import Masker
 
 ATTEMPTS = 5
@@ -51,6 +56,12 @@ def _fence_of(run: dict[str, Any]) -> int | None:
     """The fence of the holder that last took the run over, as its status says."""
     fence = ((run.get("status") or {}).get("lease") or {}).get("fence")
     return None if fence is None else int(fence)
+
+
+def _reason_of(run: dict[str, Any]) -> str | None:
+    succeeded = find((run.get("status") or {}).get("conditions") or [], SUCCEEDED) or {}
+    reason = succeeded.get("reason")
+    return None if reason is None else str(reason)
 
 
 def _remembered(run: dict[str, Any]) -> dict[str, Any]:
@@ -120,11 +131,20 @@ class StatusWriter:
         return operations
 
     async def write(
-        self, fields: AgentRunStatus = NOTHING, conditions: Sequence[ConditionUpdate] = ()
-    ) -> None:
-        """Write status fields and conditions: fenced if this writer holds the run."""
+        self,
+        fields: AgentRunStatus = NOTHING,
+        conditions: Sequence[ConditionUpdate] = (),
+        *,
+        unless_reason: str | None = None,
+    ) -> bool:
+        """Write status fields and conditions: fenced if this writer holds the run. With
+        ``unless_reason``, write nothing if the run's ``Succeeded`` reason already is that one, as
+        the object stands when the patch applies: of several replicas saying the same thing,
+        one writes it (and posts its event). Whether it was written."""
         known = self._patched
         if self.fence is not None and known is not None:
+            if unless_reason is not None and _reason_of(known) == unless_reason:
+                return False
             generation = {
                 "op": "test",
                 "path": "/metadata/generation",
@@ -135,13 +155,15 @@ class StatusWriter:
                 await self._patch(
                     [fenced, generation, *self._operations(known, fields, conditions)]
                 )
-                return
+                return True
             except Rejected:
                 self._patched = None  # read it, and decide from what is there
         for _ in range(ATTEMPTS):
             current = await self._read()
             if current is None:
-                return
+                return False
+            if unless_reason is not None and _reason_of(current) == unless_reason:
+                return False
             if self.fence is None:
                 guard = {
                     "op": "test",
@@ -154,11 +176,47 @@ class StatusWriter:
                 guard = {"op": "test", "path": "/status/lease/fence", "value": self.fence}
             try:
                 await self._patch([guard, *self._operations(current, fields, conditions)])
-                return
+                return True
             except Rejected as rejected:
                 if self.fence is not None:
                     raise self._superseded() from rejected
         raise Rejected(f"status of {self.namespace}/{self.name} kept changing under this write")
+
+    async def catch_up(self) -> None:
+        """A finished run whose spec was edited since: say that this generation was observed
+        (``observedGeneration``, the conditions' too), so GitOps tools stop showing it as
+        progressing. Nobody holds a finished run, so the write is guarded by the
+        ``resourceVersion`` it was computed from, and any replica may make it."""
+        for _ in range(ATTEMPTS):
+            current = await self._read()
+            if current is None:
+                return
+            status = current.get("status") or {}
+            generation = int(current["metadata"].get("generation", 1))
+            if int(status.get("observedGeneration") or 0) >= generation:
+                return
+            conditions = [
+                {**condition, "observedGeneration": generation}
+                for condition in status.get("conditions") or ()
+            ]
+            try:
+                await self.api.patch_status(
+                    self.namespace,
+                    self.name,
+                    [
+                        {
+                            "op": "test",
+                            "path": "/metadata/resourceVersion",
+                            "value": current["metadata"]["resourceVersion"],
+                        },
+                        {"op": "add", "path": "/status/observedGeneration", "value": generation},
+                        {"op": "add", "path": "/status/conditions", "value": conditions},
+                    ],
+                )
+                return
+            except Rejected:
+                continue
+        raise Rejected(f"status of {self.namespace}/{self.name} kept changing under a catch-up")
 
     async def take_over(
         self,

@@ -11,8 +11,8 @@ and says what existed, so the operator asks it before a run starts from its inpu
 * ``refuse_fresh_start_if_lost``: called under the lease, just before a run starts from its
   input. The first start of every run leaves a record in the store (``RUN_STARTED_KEY``,
   written before the status first names a lease), so a status that names a lease while the
-  store has no such record, or that names a checkpoint, an iteration or a waiting call while the
-  store has no checkpoint, means the store lost the run: ``StoreDataLost`` says what the status
+  store has no such record, or that names a checkpoint or a waiting call while the store has no
+  checkpoint, means the store lost the run: ``StoreDataLost`` says what the status
   says existed, and the run waits for a person (delete the AgentRun to forget it, or delete and
   create it again to start over knowingly).
 """
@@ -78,17 +78,8 @@ async def pin_tenant(api: KubeApi, namespace: str, name: str, requested: str | N
         tenant = tenant_for(namespace, labels, requested)
         if tenant is None or current is None:  # refused, or gone: nothing to pin
             return tenant
-        operations: list[dict[str, Any]] = [
-            {
-                "op": "test",
-                "path": "/metadata/resourceVersion",
-                "value": current["metadata"]["resourceVersion"],
-            },
-            *([] if "status" in current else [{"op": "add", "path": "/status", "value": {}}]),
-            {"op": "add", "path": "/status/tenant", "value": tenant},
-        ]
         try:
-            await api.patch_status(namespace, name, operations)
+            await api.pin_status(current, "tenant", tenant)
         except Rejected:
             continue
         return tenant
@@ -102,7 +93,10 @@ def is_parked(status: Mapping[str, Any]) -> bool:
 
 
 def _evidence(status: Mapping[str, Any], *, started_in_store: bool) -> list[str]:
-    """What the status says existed that the store should still hold."""
+    """What the status says existed that the store should still hold. Not the iteration: the
+    status reports progress at every boundary, written to the store or not, so a run whose
+    policy writes few checkpoints shows iterations no checkpoint holds (and a call that is not
+    safe to repeat is always checkpointed before it is made, which ``writtenAt`` shows)."""
     said: list[str] = []
     if is_parked(status):
         said.append("a worker already found its store data lost")
@@ -112,8 +106,6 @@ def _evidence(status: Mapping[str, Any], *, started_in_store: bool) -> list[str]
             f"a checkpoint was written ({written.get('boundary')} at iteration "
             f"{written.get('iteration')}, {written['writtenAt']})"
         )
-    if int(status.get("iteration") or 0) > 0:
-        said.append(f"the run reached iteration {status['iteration']}")
     if pending := status.get("pendingApproval"):
         said.append(f"call {pending.get('callId')} waits on approval {pending.get('requestId')}")
     if calls := status.get("indeterminateCalls"):

@@ -26,8 +26,11 @@ from agentrun.frontier import Checkpoint
 from agentrun.leases import RunLease
 from agentrun.operator import conditions as c
 from agentrun.operator.answers import record_approvals, record_resolutions, waiting_on_people
+from agentrun.operator.claims import claim
 from agentrun.operator.context import OperatorContext
+from agentrun.operator.events import CLAIMED_ELSEWHERE, notice
 from agentrun.operator.finalizers import ensure_finalizer
+from agentrun.operator.forget import forget_run
 from agentrun.operator.kubeapi import Rejected
 from agentrun.operator.policies import checkpoint_policy, lease_policy
 from agentrun.operator.reporter import Logger, RunReporter
@@ -70,7 +73,32 @@ class RunWorker:
 
     # -- the daemon ---------------------------------------------------------------------------
 
+    def _deleted(self) -> bool:
+        return bool(self.body["metadata"].get("deletionTimestamp"))
+
     async def work(self) -> None:
+        """Run the run while this replica may; if it stopped because the run is being deleted,
+        forget it now, under its lease, rather than leave that to the next watch event."""
+        await self._work()
+        if self._deleted():
+            try:
+                await forget_run(self.context, self.body)
+            except (
+                Exception
+            ) as error:  # the store or the API server away: ``Forgetting`` asks again
+                self.report.say("could not forget the run yet: %s", error, level=logging.WARNING)
+
+    async def _work(self) -> None:
+        controller = self.context.config.controller_name
+        owner = await claim(self.context.api, self.namespace, self.name, controller)
+        if owner != controller:
+            if owner is not None:
+                notice(
+                    self.body,
+                    CLAIMED_ELSEWHERE,
+                    f"operator install {owner} runs this AgentRun; {controller} leaves it alone",
+                )
+            return
         if not self.report.current().get("conditions"):
             with contextlib.suppress(Rejected):  # kept changing: another replica wrote them
                 await self.report.first_seen()
@@ -127,7 +155,7 @@ class RunWorker:
         if succeeded.get("reason") != outcome.reason and (
             await self.context.backend.leases.held(self.tenant, self.run_id) is None
         ):
-            await self.report.show(outcome, message)
+            await self.report.show(outcome, message, once=True)
         await self._pause()
 
     # -- one attempt at the lease ---------------------------------------------------------------
@@ -163,7 +191,7 @@ class RunWorker:
         await record_approvals(backend.idempotency, self.tenant, self.run_id, spec)
 
         def stop() -> bool:
-            return self.stopping() or bool(self.body["spec"].get("suspend"))
+            return self.stopping() or self._deleted() or bool(self.body["spec"].get("suspend"))
 
         try:
             try:

@@ -1,0 +1,46 @@
+"""What every replica does with every watch event of an AgentRun, holder or not.
+
+* Count it: ``agentrun_runs{reason}`` is computed from the watch, which every replica of an install
+  sees whole, so every replica reports every run of its install by the reason of its
+  ``Succeeded`` condition, and a deleted run leaves the gauge with its ``DELETED`` event (a replica
+  only counting what it itself did went stale as runs moved between replicas).
+* Forget it, when it is being deleted (``forget``).
+* Catch a finished run's ``observedGeneration`` up with a spec edited after it finished: no daemon
+  writes a finished run's status any more.
+
+Runs another install claimed are left alone (``claims``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentrun.operator.claims import ours
+from agentrun.operator.conditions import PENDING, find, is_terminal
+from agentrun.operator.context import OperatorContext
+from agentrun.operator.forget import Forgetting
+from agentrun.operator.status import StatusWriter
+from agentrun.outcomes import SUCCEEDED
+
+
+async def observe(
+    context: OperatorContext, forgetting: Forgetting, event_type: str, body: Mapping[str, Any]
+) -> None:
+    if not ours(body, context.config.controller_name):
+        return
+    meta, status = body["metadata"], body.get("status") or {}
+    conditions = status.get("conditions") or []
+    if event_type == "DELETED":
+        context.metrics.run_is(meta["uid"], None)
+        return
+    succeeded = find(conditions, SUCCEEDED) or {}
+    context.metrics.run_is(meta["uid"], str(succeeded.get("reason") or PENDING.reason))
+    forgetting.see(context, body)
+    if (
+        not meta.get("deletionTimestamp")
+        and is_terminal(conditions)
+        and int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 1)
+    ):
+        writer = StatusWriter(context.api, meta["namespace"], meta["name"], context.backend.masker)
+        await writer.catch_up()
