@@ -15,8 +15,8 @@ back is what was written. A handle that no longer resolves, or resolves to other
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
 from pydantic import Field, ValidationError
 
@@ -38,6 +38,21 @@ class HistoryStore(Protocol):
 
     async def forget(self, tenant: str, run_id: str) -> None:
         """Drop every segment of the run."""
+
+
+@runtime_checkable
+class SegmentLister(Protocol):
+    """A ``HistoryStore`` that can hand over every segment of a run in one round trip.
+
+    A transcript is a chain, and walking it with ``fetch`` costs one round trip per segment:
+    400 at 200 turns, the whole of a resume's time. A store that lists the run's segments at once
+    lets ``load_transcript`` walk the chain in memory instead. The listing is not trusted:
+    every segment on the chain is still checked against its handle (``verified``), and segments
+    the chain does not reach (written by a boundary whose frontier never landed) are ignored.
+    """
+
+    async def fetch_all(self, tenant: str, run_id: str) -> Mapping[str, bytes]:
+        """Every segment of the run, by handle, as stored (unverified)."""
 
 
 class Segment(FrozenModel):
@@ -75,7 +90,9 @@ async def append_transcript(
 async def load_transcript(
     store: HistoryStore, tenant: str, run_id: str, handle: str
 ) -> tuple[Message, ...]:
-    """Every message of the chain ending at ``handle``, oldest first."""
+    """Every message of the chain ending at ``handle``, oldest first: in one round trip from a
+    ``SegmentLister``, else one ``fetch`` per segment."""
+    listed = await store.fetch_all(tenant, run_id) if isinstance(store, SegmentLister) else None
     chunks: list[tuple[Message, ...]] = []
     cursor: str | None = handle
     seen: set[str] = set()
@@ -83,7 +100,11 @@ async def load_transcript(
         if cursor in seen:
             raise HistoryUnavailableError(run_id, handle, "its segments form a cycle")
         seen.add(cursor)
-        raw = await store.fetch(tenant, run_id, cursor)
+        raw = (
+            await store.fetch(tenant, run_id, cursor)
+            if listed is None
+            else verified(run_id, cursor, listed.get(cursor))
+        )
         try:
             segment = Segment.model_validate_json(raw)
         except ValidationError as exc:

@@ -20,6 +20,9 @@ class TestPostgresIdempotency(testing.IdempotencyStoreConformance): ...
 class TestPostgresHistory(testing.HistoryStoreConformance): ...
 
 
+class TestPostgresSegmentListing(testing.SegmentListerConformance): ...
+
+
 class TestPostgresLedger(testing.LedgerConformance):
     @pytest.fixture
     def store(self, backend: Backend, postgres_url: str) -> object:

@@ -26,6 +26,9 @@ class TestRedisIdempotency(testing.IdempotencyStoreConformance): ...
 class TestRedisHistory(testing.HistoryStoreConformance): ...
 
 
+class TestRedisSegmentListing(testing.SegmentListerConformance): ...
+
+
 class TestRedisLedger(testing.LedgerConformance):
     @pytest.fixture
     def store(self, backend: Backend) -> object:

@@ -25,6 +25,9 @@ class TestSqliteIdempotency(testing.IdempotencyStoreConformance): ...
 class TestSqliteHistory(testing.HistoryStoreConformance): ...
 
 
+class TestSqliteSegmentListing(testing.SegmentListerConformance): ...
+
+
 class TestSqliteLedger(testing.LedgerConformance):
     @pytest.fixture
     def store(self, backend: Backend, database_file: Path) -> object:

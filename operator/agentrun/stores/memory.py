@@ -12,7 +12,7 @@ never by the caller's.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from agentrun.backend import StoreSet
@@ -310,6 +310,9 @@ class MemoryHistoryStore:
 
     async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
         return verified(run_id, handle, self._segments.get(_run(tenant, run_id), {}).get(handle))
+
+    async def fetch_all(self, tenant: str, run_id: str) -> Mapping[str, bytes]:
+        return dict(self._segments.get(_run(tenant, run_id), {}))
 
     async def forget(self, tenant: str, run_id: str) -> None:
         self._segments.pop(_run(tenant, run_id), None)

@@ -16,7 +16,7 @@ OpenAI's and Anthropic's wire formats) and ``mcp_server`` (a real MCP server wit
 
 from agentrun.testing.checkpoints import CheckpointStoreConformance
 from agentrun.testing.clock import ManualClock
-from agentrun.testing.history import HistoryStoreConformance
+from agentrun.testing.history import HistoryStoreConformance, SegmentListerConformance
 from agentrun.testing.hostile import HOSTILE_IDS
 from agentrun.testing.idempotency import IdempotencyStoreConformance
 from agentrun.testing.leases import LeaseStoreConformance
@@ -30,4 +30,5 @@ __all__ = [
     "LeaseStoreConformance",
     "LedgerConformance",
     "ManualClock",
+    "SegmentListerConformance",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 
 from agentrun.history import handle_for, verified
 from agentrun.identifiers import check_run
@@ -44,6 +45,19 @@ class SqliteHistoryStore:
             f"read transcript segment {handle} of run {run_id!r}", work
         )
         return verified(run_id, handle, segment)
+
+    async def fetch_all(self, tenant: str, run_id: str) -> Mapping[str, bytes]:
+        """Every segment of the run in one read (``SegmentLister``)."""
+        check_run(tenant, run_id)
+
+        def work(connection: sqlite3.Connection) -> dict[str, bytes]:
+            rows = connection.execute(
+                "SELECT handle, segment FROM agentrun_history WHERE tenant = ? AND run_id = ?",
+                (tenant, run_id),
+            )
+            return {str(handle): bytes(segment) for handle, segment in rows}
+
+        return await self._database.read(f"read the transcript of run {run_id!r}", work)
 
     async def forget(self, tenant: str, run_id: str) -> None:
         check_run(tenant, run_id)
