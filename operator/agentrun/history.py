@@ -83,8 +83,13 @@ async def append_transcript(
     fence: int,
 ) -> str:
     """Append ``messages`` after ``previous`` and return the new head's handle."""
-    segment = Segment(previous=previous, messages=tuple(messages)).model_dump_json().encode()
-    return await store.put(tenant, run_id, segment, fence=fence)
+    return await store.put(tenant, run_id, encode_segment(previous, messages), fence=fence)
+
+
+def encode_segment(previous: str | None, messages: Sequence[Message]) -> bytes:
+    """The bytes of the segment holding ``messages`` after ``previous``; its handle is their
+    digest (``handle_for``), known before it is stored."""
+    return Segment(previous=previous, messages=tuple(messages)).model_dump_json().encode()
 
 
 async def load_transcript(
