@@ -28,6 +28,13 @@ BoundaryObserver = Callable[[Checkpoint, WriteReceipt | None, Exception | None],
 (the error, or neither when the policy skipped the boundary)."""
 
 
+async def charge_alone(ledger: Ledger, state: RunState, charge: Charge) -> None:
+    """Charge a model call to the ledger in a commit of its own; the run's total is its answer."""
+    state.cost_micros = await ledger.charge(
+        state.tenant, state.run_id, charge.charge_id, charge.micros, budget=None, fence=state.fence
+    )
+
+
 @dataclass
 class BoundaryWriter:
     """Builds the frontier of a run at a boundary and hands it to the ``Checkpointer``, with
@@ -79,14 +86,7 @@ class BoundaryWriter:
                 state.cost_micros = receipt.spent
             else:
                 assert self.ledger is not None, "a charge is carried only for a runner's ledger"
-                state.cost_micros = await self.ledger.charge(
-                    state.tenant,
-                    state.run_id,
-                    charge.charge_id,
-                    charge.micros,
-                    budget=None,
-                    fence=state.fence,
-                )
+                await charge_alone(self.ledger, state, charge)
         checkpoint_event(boundary, written=receipt is not None, fence=state.fence)
         if self.on_boundary is not None:
             await self.on_boundary(checkpoint, receipt, self.checkpoints.last_error)

@@ -21,7 +21,7 @@ from agentrun.frontier import Boundary, Checkpoint
 from agentrun.ledger import Ledger
 from agentrun.messages import Message, TextPart, ToolCall, Usage
 from agentrun.resume import ResumePlan
-from agentrun.runner.boundaries import BoundaryWriter
+from agentrun.runner.boundaries import BoundaryWriter, charge_alone
 from agentrun.runner.dispatch import Dispatcher, pending_call
 from agentrun.runner.pricing import PriceTable
 from agentrun.runner.providers.base import Provider
@@ -147,14 +147,7 @@ class Turns:
         if self.checkpoints.carries_charges:
             state.cost_micros += cost
             return charge
-        state.cost_micros = await self.ledger.charge(
-            state.tenant,
-            state.run_id,
-            charge.charge_id,
-            charge.micros,
-            budget=None,
-            fence=state.fence,
-        )
+        await charge_alone(self.ledger, state, charge)
         return None
 
 

@@ -13,16 +13,11 @@ from agentrun.boundary import BoundaryCommit
 from agentrun.history import handle_for
 from agentrun.identifiers import check_key
 from agentrun.stores.redis._shared import lua, text
-from agentrun.stores.redis.checkpoints import RedisCheckpointStore
+from agentrun.stores.redis.checkpoints import PLACED, RedisCheckpointStore
 
-COMMIT = lua("""
-local current = refused(KEYS[1], tonumber(ARGV[1]))
-if current then
-  redis.call('DEL', KEYS[3])
-  return {'stale', int(current)}
-end
-redis.call('RENAME', KEYS[3], KEYS[2])
-redis.call('PERSIST', KEYS[2])
+COMMIT = lua(
+    PLACED,
+    """
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[4], ARGV[2], ARGV[3]) end
 if ARGV[4] == '' then return {'ok'} end
 if redis.call('HEXISTS', KEYS[5], ARGV[4]) == 1 then
@@ -30,7 +25,8 @@ if redis.call('HEXISTS', KEYS[5], ARGV[4]) == 1 then
 end
 redis.call('HSET', KEYS[5], ARGV[4], ARGV[5])
 return {'ok', redis.call('INCRBY', KEYS[6], ARGV[5])}
-""")
+""",
+)
 
 
 class RedisBoundaryStore(RedisCheckpointStore):

@@ -40,7 +40,7 @@ from agentrun.stores.redis._shared import (
 DEFAULT_MAX_VALUE_BYTES = 512 * 1024 * 1024
 STAGED_TTL_MS = 60_000
 
-PUT = lua("""
+PLACED = """
 local current = refused(KEYS[1], tonumber(ARGV[1]))
 if current then
   redis.call('DEL', KEYS[3])
@@ -48,8 +48,10 @@ if current then
 end
 redis.call('RENAME', KEYS[3], KEYS[2])
 redis.call('PERSIST', KEYS[2])
-return {'ok'}
-""")
+"""
+"""The fence check and the staged frontier moved into place: how every script that writes a
+frontier (``PUT``, the boundary store's ``COMMIT``) begins. KEYS: fence, frontier, staging key."""
+PUT = lua(PLACED, "return {'ok'}")
 
 
 class RedisCheckpointStore(RedisStore):
