@@ -195,12 +195,22 @@ class Walking:
         await self.inner.forget(tenant, run_id)
 
 
-def conversation(turns: int) -> Iterator[tuple[int, tuple[Message, ...], tuple[Message, ...]]]:
+KEYWORDS = '"api_key_hint": "rotate the api_key monthly", "secret_scope": "booking", '
+"""Fields whose names hold the assignment rule's keywords, as many tools' JSON has: in each
+tool result of the ``keywords`` conversation, so that rule is searched at every boundary."""
+
+
+def conversation(
+    turns: int, *, keywords: bool = False
+) -> Iterator[tuple[int, tuple[Message, ...], tuple[Message, ...]]]:
     """Per turn: the conversation after the model's reply, and after the tool's result."""
     rng = random.Random(11)
     messages = _opening(rng)
     for index in range(turns):
         reply, result = _turn(rng, index)
+        if keywords:
+            text = result.text.replace('"next_page"', KEYWORDS + '"next_page"')
+            result = Message.tool_result(result.tool_call_id or "", text)
         messages.append(reply)
         after_model = tuple(messages)
         messages.append(result)
@@ -334,8 +344,9 @@ class _Nowhere:
         return None
 
 
-async def masking(turns: int) -> dict[str, float]:
-    """Median ms of an in-process ``Checkpointer.write`` (inline, no server) per boundary."""
+async def masking(turns: int) -> dict[tuple[str, str], float]:
+    """Median ms of an in-process ``Checkpointer.write`` (inline, no server) per boundary, for
+    the plain conversation and one whose tool results hold the assignment rule's keywords."""
     built = Redactor.build()
     reference = Redactor(tuple(Rule(rule.pattern, rule.literals) for rule in built.rules))
     maskers = {
@@ -343,17 +354,20 @@ async def masking(turns: int) -> dict[str, float]:
         "redaction on (windowed)": Masker(built),
         "redaction on (reference, unwindowed)": Masker(reference),
     }
-    medians: dict[str, float] = {}
-    for label, masker in maskers.items():
-        checkpointer = Checkpointer(_Nowhere(), masker=masker)
-        times: list[float] = []
-        for index, after_model, after_tool in conversation(turns):
-            for messages in (after_model, after_tool):
-                checkpoint = _frontier("masking", messages, index + 1)
-                started = time.perf_counter()
-                await checkpointer.write(checkpoint)
-                times.append((time.perf_counter() - started) * 1000)
-        medians[label] = statistics.median(times)
+    medians: dict[tuple[str, str], float] = {}
+    for keywords in (False, True):
+        for label, masker in maskers.items():
+            checkpointer = Checkpointer(_Nowhere(), masker=masker)
+            times: list[float] = []
+            for index, after_model, after_tool in conversation(turns, keywords=keywords):
+                for messages in (after_model, after_tool):
+                    checkpoint = _frontier("masking", messages, index + 1)
+                    started = time.perf_counter()
+                    await checkpointer.write(checkpoint)
+                    times.append((time.perf_counter() - started) * 1000)
+            medians[("keywords in tool JSON" if keywords else "plain", label)] = statistics.median(
+                times
+            )
     return medians
 
 
@@ -444,9 +458,9 @@ async def run(names: Sequence[str], fsync: bool, quick: bool) -> None:
             f"({kept / once:.2f}x) | zlib -6 of it {zlibbed:>9,} ({kept / zlibbed:.2f}x)"
         )
     print("\nMasking: in-process Checkpointer.write per boundary, inline, no server (ms median)")
-    off = masked["redaction off"]
-    for label, median in masked.items():
-        print(f"  {label:<38} {median:>7.3f}  ({median / off:.2f}x redaction off)")
+    for (kind, label), median in masked.items():
+        off = masked[(kind, "redaction off")]
+        print(f"  {kind:<22} {label:<38} {median:>7.3f}  ({median / off:.2f}x redaction off)")
     print(f"\ndone in {time.monotonic() - began:.0f} s; servers stopped")
 
 

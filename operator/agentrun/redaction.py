@@ -198,22 +198,29 @@ class Rule:
     # Set once here: ``mask`` asks for it on every rule of every message, and as a property
     # (an enum flag ``&`` per call) it cost about as much as looking for a literal.
     ignores_case: bool = field(init=False, repr=False, compare=False)
-    _anchors: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _anchors: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ignores_case = bool(self.pattern.flags & re.IGNORECASE)
         object.__setattr__(self, "ignores_case", ignores_case)
-        anchors = None
+        anchors: tuple[re.Pattern[str], ...] = ()
         if self.windowed:
             if not self.literals or not all(self.literals):
                 raise ConfigurationError(
                     f"the windowed rule {self.pattern.pattern!r} needs literals that every match "
                     "holds, and has none or an empty one: list them or leave it unwindowed"
                 )
-            # A lookahead consumes nothing, so overlapping occurrences are all found; the flag
-            # matches the rule's, so the literal is found wherever the rule's text could match.
-            alternation = "|".join(re.escape(literal) for literal in self.literals)
-            anchors = re.compile(f"(?=(?:{alternation}))", re.IGNORECASE if ignores_case else 0)
+            # One scan per leading character, ``first(?=rest|...)``: ``re`` jumps between the
+            # places that character stands, where one alternation of them all would be tried at
+            # every character (slower than the rule itself). A lookahead consumes only
+            # ``first``, so overlapping occurrences are all found.
+            by_first: dict[str, list[str]] = {}
+            for literal in self.literals:
+                by_first.setdefault(literal[0], []).append(re.escape(literal[1:]))
+            anchors = tuple(
+                re.compile(f"{re.escape(first)}(?=(?:{'|'.join(rests)}))")
+                for first, rests in by_first.items()
+            )
         object.__setattr__(self, "_anchors", anchors)
 
     def subn(self, replace: Callable[[re.Match[str]], str], text: str) -> tuple[str, int]:
@@ -227,13 +234,23 @@ class Rule:
         and never one inside a match already made: the same matches ``subn`` makes, found where
         the literals are instead of everywhere.
         """
-        if self._anchors is None:
+        if not self._anchors:
             return self.pattern.subn(replace, text)
+        haystack = text
+        if self.ignores_case:
+            if "\u0130" in text:  # lower-cases to two characters: positions would move
+                return self.pattern.subn(replace, text)
+            # Lower-cased, and the two letters ``re`` matches to ``s`` and ``i`` ignoring case
+            # that ``lower`` leaves alone written as those: each character keeps its position,
+            # and stands as the literal's letter wherever ``re`` could match it to one.
+            haystack = text.lower().replace("\u017f", "s").replace("\u0131", "i")
+        found = sorted(
+            {hit.start() for anchor in self._anchors for hit in anchor.finditer(haystack)}
+        )
         pieces: list[str] = []
         copied = 0  # text[:copied] is in pieces
         tried = 0  # no match starts before it that is not made already
-        for anchor in self._anchors.finditer(text):
-            at = anchor.start()
+        for at in found:
             if at < tried:
                 continue
             start = at

@@ -146,6 +146,9 @@ WINDOW_EDGES = (
     "secret secret secret= a secret=bbb",
     '{"password": "x", "api_key":"yyyy", "note": "secretary: no"}',
     "token=abc; a-password-b=cdef; password_hint=ghij",
+    "acce\u017f\u017f_token=abc pr\u0131vate_key=def PASSWORD=ghi",
+    "\u0130stanbul then password=abc and \u0130 api_key=def",
+    "\u212a\u212a_secret=abc stra\u00dfe_pwd=def",
 )
 
 
