@@ -45,11 +45,11 @@ from agentrun.errors import (
 )
 from agentrun.frontier import Boundary, Checkpoint, decode, encode_message, encode_spliced
 from agentrun.history import (
+    CONTEXT_BYTES,
     HistoryStore,
-    append_transcript,
     encode_segment,
     handle_for,
-    load_transcript,
+    load_chain,
 )
 from agentrun.messages import Message
 from agentrun.redaction import Masker, Redactor
@@ -85,6 +85,8 @@ class WriteReceipt:
 class _Chain:
     head: str
     length: int
+    context: bytes = b""
+    """The JSON of the chain's last segments, for the next one to be compressed against."""
 
 
 class _Remembered:
@@ -293,22 +295,20 @@ class Checkpointer:
         start = 0 if chain is None else chain.length
         fresh = self._messages.masked(checkpoint.messages[start:])
         head = chain.head if chain is not None else None
-        if not fresh and head is not None:
-            return _Chain(head, len(checkpoint.messages)), None
-        if self.boundaries is not None:
-            segment = encode_segment(head, fresh)
-            grown = _Chain(handle_for(segment), len(checkpoint.messages))
-            return grown, (grown, segment)
-        head = await append_transcript(
-            self.history,
-            checkpoint.tenant,
-            checkpoint.run_id,
-            previous=head,
-            messages=fresh,
-            fence=checkpoint.fence,
+        if not fresh and chain is not None:
+            return _Chain(chain.head, len(checkpoint.messages), chain.context), None
+        context = b"" if chain is None else chain.context
+        segment, body = encode_segment(head, fresh, context)
+        grown = _Chain(
+            handle_for(segment), len(checkpoint.messages), (context + body)[-CONTEXT_BYTES:]
         )
-        self._chains[run] = _Chain(head, len(checkpoint.messages))
-        return self._chains[run], None
+        if self.boundaries is not None:
+            return grown, (grown, segment)
+        await self.history.put(
+            checkpoint.tenant, checkpoint.run_id, segment, fence=checkpoint.fence
+        )
+        self._chains[run] = grown
+        return grown, None
 
     async def latest(self, tenant: str, run_id: str) -> Checkpoint | None:
         """The run's frontier, read (format first) but with the transcript still a handle."""
@@ -331,7 +331,7 @@ class Checkpointer:
                 checkpoint.history_handle,
                 "no history store is configured on this worker",
             )
-        messages = await load_transcript(
+        messages, context = await load_chain(
             history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle
         )
         if len(messages) != checkpoint.history_length:
@@ -342,7 +342,7 @@ class Checkpointer:
                 f"{checkpoint.history_length}",
             )
         self._chains[(checkpoint.tenant, checkpoint.run_id)] = _Chain(
-            checkpoint.history_handle, len(messages)
+            checkpoint.history_handle, len(messages), context
         )
         return messages
 

@@ -12,8 +12,11 @@ from agentrun.history import (
     HANDLE_PREFIX,
     Segment,
     append_transcript,
+    decode_segment,
+    encode_segment,
     handle_for,
     load_transcript,
+    previous_of,
     verified,
 )
 from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
@@ -158,3 +161,29 @@ async def test_a_listed_segment_is_still_verified_against_its_handle() -> None:
     store.tamper = heads[2]
     with pytest.raises(HistoryUnavailableError, match="do not match"):
         await load_transcript(store, TENANT, RUN, heads[-1])
+
+
+async def test_segments_in_the_older_form_still_load() -> None:
+    # Stores written before segments were compressed hold their JSON alone.
+    store = MemoryHistoryStore()
+    head = None
+    sent: list[object] = []
+    for turn in range(3):
+        fresh = conversation(turn + 1)[-1:]
+        body = Segment(previous=head, messages=fresh).model_dump_json().encode()
+        head = await store.put(TENANT, RUN, body, fence=0)
+        sent.extend(fresh)
+    assert head is not None
+    assert list(await load_transcript(store, TENANT, RUN, head)) == sent
+
+
+async def test_a_segment_is_compressed_against_the_chain_before_it() -> None:
+    _, first_body = encode_segment(None, conversation(4))
+    again, _ = encode_segment("sha256:x", conversation(4), first_body)
+    alone, _ = encode_segment("sha256:x", conversation(4))
+    assert len(again) < len(alone) / 2, (len(again), len(alone))
+    assert previous_of(RUN, handle_for(again), again) == "sha256:x"
+    with pytest.raises(HistoryUnavailableError, match="unreadable"):
+        decode_segment(RUN, handle_for(again), again)  # without the chain before it
+    segment, _ = decode_segment(RUN, handle_for(again), again, first_body)
+    assert segment.messages == conversation(4)
