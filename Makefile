@@ -66,6 +66,7 @@ demo: deps
 
 bench: deps
 	$(PYTHON) -m bench.checkpoint_write
+	$(PYTHON) -m bench.boundaries $(BENCH_ARGS)
 
 bench-operator: deps kube-tools
 	$(PYTHON) -m bench.operator_scale

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, Self
 
+from agentrun.boundary import BoundaryStore
 from agentrun.history import HistoryStore
 from agentrun.idempotency import IdempotencyStore, masking
 from agentrun.leases import LeaseStore
@@ -91,6 +92,10 @@ class StoreSet:
     url: str
     closer: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
     masker: Masker = field(default_factory=Masker.build, repr=False)
+    boundaries: BoundaryStore | None = field(default=None, repr=False)
+    """What commits a whole boundary at once, for stores that share one database (see
+    ``agentrun.boundary``); None: each store is written on its own. Not part of ``Backend``,
+    so a backend of one's own needs only the five stores."""
 
     def __post_init__(self) -> None:
         self.idempotency = masking(self.idempotency, self.masker.outcome)

@@ -12,6 +12,11 @@ the checkpoint failed, it says the run now belongs to another worker, and this o
 With a ``HistoryStore`` the transcript goes out of line: each write appends only the messages
 added since the previous write of that run, and the frontier carries the chain's head.
 
+With a ``BoundaryStore`` (a backend whose stores share one database) the new segment, the
+frontier and the charge of the model call the boundary follows go in one commit (see
+``agentrun.boundary``); without one, each goes to its own store, the segment first, so a frontier
+never names a segment that is not there.
+
 Masking and encoding are the dearest part of a write when done for the whole transcript: ~50 ms
 and ~1 ms a MiB on the development machine, where a store's loopback round trip costs a fraction
 of a millisecond. So each message object is masked and encoded once, not at every boundary
@@ -31,9 +36,21 @@ from pydantic import Field
 
 from agentrun._base import FrozenModel
 from agentrun.backend import CheckpointStore
-from agentrun.errors import CheckpointTooLargeError, HistoryUnavailableError, StaleFenceError
+from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge
+from agentrun.errors import (
+    CheckpointTooLargeError,
+    ConfigurationError,
+    HistoryUnavailableError,
+    StaleFenceError,
+)
 from agentrun.frontier import Boundary, Checkpoint, decode, encode_message, encode_spliced
-from agentrun.history import HistoryStore, append_transcript, load_transcript
+from agentrun.history import (
+    CONTEXT_BYTES,
+    HistoryStore,
+    encode_segment,
+    handle_for,
+    load_chain,
+)
 from agentrun.messages import Message
 from agentrun.redaction import Masker, Redactor
 
@@ -60,12 +77,16 @@ class WriteReceipt:
     written_at: datetime
     seconds: float
     """How long masking, encoding and the store's write took together."""
+    spent: int | None = None
+    """The run's total spend after the charge the write carried (None: it carried none)."""
 
 
 @dataclass(frozen=True)
 class _Chain:
     head: str
     length: int
+    context: bytes = b""
+    """The JSON of the chain's last segments, for the next one to be compressed against."""
 
 
 class _Remembered:
@@ -145,13 +166,17 @@ class Checkpointer:
         redact: bool = True,
         history: HistoryStore | None = None,
         masker: Masker | None = None,
+        boundaries: BoundaryStore | None = None,
     ) -> None:
         """``masker`` is the run's redaction, shared with what else writes for the run (a
         backend's, see ``Backend.masker``); without one, ``extra_patterns`` and ``redact`` build
-        it. ``self.masker`` is what the runner masks everything else it writes with."""
+        it. ``self.masker`` is what the runner masks everything else it writes with.
+        ``boundaries`` commits a whole boundary at once; it must write to the same database as
+        ``store``, ``history`` and the runner's ledger (``StoreSet.boundaries`` does)."""
         self.store = store
         self.policy = policy or CheckpointPolicy()
         self.history = history
+        self.boundaries = boundaries
         self.masker = masker or Masker.build(extra_patterns, redact=redact)
         self.redactor = self.masker.redactor
         self._messages = _MessageMemo(self.redactor)
@@ -162,32 +187,56 @@ class Checkpointer:
     def writes_at(self, boundary: Boundary) -> bool:
         return boundary in self.policy.boundaries
 
-    async def write(self, checkpoint: Checkpoint) -> WriteReceipt | None:
+    async def write(
+        self, checkpoint: Checkpoint, *, charge: Charge | None = None
+    ) -> WriteReceipt | None:
         """Persist ``checkpoint`` if the policy writes at its boundary, or if it names a call
         that is not safe to repeat (``holds_intent``): a policy trades repeated model calls for
         fewer writes, never a call that may be made twice.
 
+        ``charge`` goes in the same commit; only with a ``BoundaryStore`` (``carries_charges``),
+        and a receipt without ``spent`` says it was not made (the caller charges the ledger).
         Returns the receipt, or None when skipped or refused (then ``last_error`` says why; a
         skipped boundary leaves an earlier error in place). Raises only ``StaleFenceError``.
         """
         if not self.writes_at(checkpoint.boundary) and not checkpoint.holds_intent:
             return None
+        if charge is not None and self.boundaries is None:
+            raise ConfigurationError(
+                "Checkpointer.write was given a charge but has no BoundaryStore to commit it "
+                "with: pass boundaries= or charge the ledger (see carries_charges)"
+            )
         started = time.perf_counter()
+        spent: int | None = None
         try:
-            persisted, messages = await self._persistable(checkpoint)
+            persisted, messages, appended = await self._persistable(checkpoint)
             payload = encode_spliced(persisted, messages)
             if len(payload) > self.policy.max_bytes:
                 raise CheckpointTooLargeError(
                     checkpoint.run_id, len(payload), self.policy.max_bytes
                 )
-            await self.store.put(
-                checkpoint.tenant, checkpoint.run_id, payload, fence=checkpoint.fence
-            )
+            if self.boundaries is None:
+                await self.store.put(
+                    checkpoint.tenant, checkpoint.run_id, payload, fence=checkpoint.fence
+                )
+            else:
+                spent = await self.boundaries.commit(
+                    BoundaryCommit(
+                        checkpoint.tenant,
+                        checkpoint.run_id,
+                        checkpoint.fence,
+                        payload,
+                        None if appended is None else appended[1],
+                        charge,
+                    )
+                )
         except StaleFenceError:
             raise
         except Exception as error:
             self.last_error = error
             return None
+        if appended is not None:
+            self._chains[(checkpoint.tenant, checkpoint.run_id)] = appended[0]
         self.last_error = None
         self.last_write = WriteReceipt(
             checkpoint.boundary,
@@ -195,14 +244,25 @@ class Checkpointer:
             len(payload),
             datetime.now(UTC),
             time.perf_counter() - started,
+            spent,
         )
         return self.last_write
 
-    async def _persistable(self, checkpoint: Checkpoint) -> tuple[Checkpoint, list[bytes]]:
+    @property
+    def carries_charges(self) -> bool:
+        """Whether ``write`` can take a model call's charge into its commit."""
+        return self.boundaries is not None
+
+    async def _persistable(
+        self, checkpoint: Checkpoint
+    ) -> tuple[Checkpoint, list[bytes], tuple[_Chain, bytes] | None]:
         """The checkpoint as persisted, masked and with its transcript out of line or, inline,
-        taken out and returned encoded (for ``encode_spliced``)."""
+        taken out and returned encoded (for ``encode_spliced``); and, for a ``BoundaryStore``
+        to commit with it, the new segment and the chain it makes (remembered once committed).
+        """
         update: dict[str, object] = {"written_at": datetime.now(UTC), "messages": ()}
         messages: list[bytes] = []
+        appended: tuple[_Chain, bytes] | None = None
         if self.redactor is not None:
             masked = tuple(
                 pending.model_copy(update={"call": call, "arguments_masked": True})
@@ -214,12 +274,19 @@ class Checkpointer:
             metadata = self.redactor.mask_json(dict(checkpoint.metadata))
             update["metadata"] = metadata
         if self.history is not None and checkpoint.history_handle is None:
-            update.update(await self._append_history(checkpoint))
+            chain, appended = await self._append_history(checkpoint)
+            update.update(
+                {"history_handle": chain.head, "history_length": len(checkpoint.messages)}
+            )
         else:
             messages = self._messages.encoded(checkpoint.messages)
-        return checkpoint.model_copy(update=update), messages
+        return checkpoint.model_copy(update=update), messages, appended
 
-    async def _append_history(self, checkpoint: Checkpoint) -> dict[str, object]:
+    async def _append_history(
+        self, checkpoint: Checkpoint
+    ) -> tuple[_Chain, tuple[_Chain, bytes] | None]:
+        """The chain after this write's segment. Without a ``BoundaryStore`` the segment is
+        stored here, first, and remembered; with one it is returned to go in the commit."""
         assert self.history is not None
         run = (checkpoint.tenant, checkpoint.run_id)
         chain = self._chains.get(run)
@@ -228,17 +295,20 @@ class Checkpointer:
         start = 0 if chain is None else chain.length
         fresh = self._messages.masked(checkpoint.messages[start:])
         head = chain.head if chain is not None else None
-        if fresh or head is None:
-            head = await append_transcript(
-                self.history,
-                checkpoint.tenant,
-                checkpoint.run_id,
-                previous=head,
-                messages=fresh,
-                fence=checkpoint.fence,
-            )
-        self._chains[run] = _Chain(head, len(checkpoint.messages))
-        return {"messages": (), "history_handle": head, "history_length": len(checkpoint.messages)}
+        if not fresh and chain is not None:
+            return _Chain(chain.head, len(checkpoint.messages), chain.context), None
+        context = b"" if chain is None else chain.context
+        segment, body = encode_segment(head, fresh, context)
+        grown = _Chain(
+            handle_for(segment), len(checkpoint.messages), (context + body)[-CONTEXT_BYTES:]
+        )
+        if self.boundaries is not None:
+            return grown, (grown, segment)
+        await self.history.put(
+            checkpoint.tenant, checkpoint.run_id, segment, fence=checkpoint.fence
+        )
+        self._chains[run] = grown
+        return grown, None
 
     async def latest(self, tenant: str, run_id: str) -> Checkpoint | None:
         """The run's frontier, read (format first) but with the transcript still a handle."""
@@ -261,7 +331,7 @@ class Checkpointer:
                 checkpoint.history_handle,
                 "no history store is configured on this worker",
             )
-        messages = await load_transcript(
+        messages, context = await load_chain(
             history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle
         )
         if len(messages) != checkpoint.history_length:
@@ -272,7 +342,7 @@ class Checkpointer:
                 f"{checkpoint.history_length}",
             )
         self._chains[(checkpoint.tenant, checkpoint.run_id)] = _Chain(
-            checkpoint.history_handle, len(messages)
+            checkpoint.history_handle, len(messages), context
         )
         return messages
 

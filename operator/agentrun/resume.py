@@ -1,6 +1,7 @@
 """Deciding, for every call outstanding at the frontier, whether it already happened.
 
-``plan_resume`` asks the idempotency store about each pending call and returns a ``ResumePlan``.
+``plan_resume`` lists the run's idempotency records once (one round trip however many calls are
+pending), reads back only the outcomes of completed ones, and returns a ``ResumePlan``.
 It decides; it does not act, and it leaves no claim behind.
 
 ================  ================================  =====================================
@@ -31,7 +32,7 @@ where it does not hand it to its caller.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -111,19 +112,21 @@ def tracking_key(pending: PendingCall) -> str:
 
 
 async def _decide(
-    pending: PendingCall, tenant: str, run_id: str, idempotency: IdempotencyStore
+    pending: PendingCall,
+    tenant: str,
+    run_id: str,
+    idempotency: IdempotencyStore,
+    listed: Mapping[str, ListedRecord],
 ) -> CallDecision:
+    """``listed`` is every record of the run by key: a call whose key has none never ran, and
+    only a completed one is read again, for its outcome (the listing leaves outcomes out)."""
     if pending.safe_to_repeat and not pending.arguments_masked:
         return CallDecision(
             pending=pending,
             disposition=ToolDisposition.NEVER_RAN,
             reason="its tool is safe to repeat; it is dispatched again",
         )
-    record = (
-        None
-        if pending.safe_to_repeat
-        else await idempotency.read(tenant, run_id, tracking_key(pending))
-    )
+    record = None if pending.safe_to_repeat else listed.get(tracking_key(pending))
     if record is None:
         if pending.arguments_masked:
             return CallDecision(
@@ -139,12 +142,14 @@ async def _decide(
             reason="no record holds its key: it was never dispatched",
         )
     if record.state is ClaimState.COMPLETED:
-        return CallDecision(
-            pending=pending,
-            disposition=ToolDisposition.COMPLETED,
-            outcome=record.outcome,
-            reason=f"an outcome was recorded by {record.holder}",
-        )
+        stored = await idempotency.read(tenant, run_id, record.key)
+        if stored is not None:
+            return CallDecision(
+                pending=pending,
+                disposition=ToolDisposition.COMPLETED,
+                outcome=stored.outcome,
+                reason=f"an outcome was recorded by {stored.holder}",
+            )
     kind = "its idempotency key" if pending.idempotency_key else "its dispatch marker (no key)"
     return CallDecision(
         pending=pending,
@@ -170,15 +175,17 @@ async def plan_resume(
                 "says which recorded calls the conversation already answers"
             )
         transcript = checkpoint.messages
+    records = await idempotency.records(checkpoint.tenant, checkpoint.run_id)
+    listed = {record.key: record for record in records}
     decisions = [
-        await _decide(pending, checkpoint.tenant, checkpoint.run_id, idempotency)
+        await _decide(pending, checkpoint.tenant, checkpoint.run_id, idempotency, listed)
         for pending in checkpoint.pending
     ]
     named = {tracking_key(pending) for pending in checkpoint.pending}
     answered = {message.tool_call_id for message in transcript if message.role == "tool"}
     unaccounted = tuple(
         record
-        for record in await idempotency.records(checkpoint.tenant, checkpoint.run_id)
+        for record in records
         if record.call_id is not None and record.key not in named and record.call_id not in answered
     )
     return ResumePlan(

@@ -25,6 +25,8 @@ import pytest
 
 from agentrun import Checkpointer, open_backend
 from agentrun.decisions import resolve
+from agentrun.messages import Usage
+from agentrun.runner.pricing import DEFAULT_PRICES
 
 WORKER = Path(__file__).with_name("worker.py")
 KIND = {"charge_card": "charge", "book_flight": "booking", "send_sms": "sms"}
@@ -78,6 +80,17 @@ async def _frontier(store: str) -> tuple[str, str]:
         await backend.close()
 
 
+MODEL_CALL_COST = DEFAULT_PRICES.cost("scripted", Usage(input_tokens=10, output_tokens=5))
+
+
+async def _spent(store: str) -> int:
+    backend = await open_backend(store)
+    try:
+        return await backend.ledger.spent("crash", "run-1")
+    finally:
+        await backend.close()
+
+
 async def _answer_as_a_person(store: str, call_id: str, happened: bool) -> None:
     backend = await open_backend(store)
     try:
@@ -126,6 +139,9 @@ def test_a_kill_at_any_dispatch_point_never_repeats_a_side_effect(
     assert json.loads(resumed.stdout)["status"] == "completed"
     for kind in KIND.values():
         assert _count(effects, kind) == 1, f"{kind} happened {_count(effects, kind)} times"
+    # Each model call charged once, in the commit of the boundary that follows it: a kill
+    # before a commit loses none that landed, a kill inside one leaves no charge half made.
+    assert asyncio.run(_spent(store)) == 4 * MODEL_CALL_COST
 
 
 def test_an_uninterrupted_worker_finishes_with_one_of_each(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ not idempotent; ``book_flight``: keyed, the service deduplicates; ``send_sms``: 
 * ``after_intent`` — the claim is in flight, the tool has been handed the call but not acted;
 * ``after_tool`` — the tool acted (the effect is in EFFECTS_DB), its outcome is not recorded;
 * ``after_outcome`` — the outcome is recorded, the next checkpoint is not written;
-* ``during_checkpoint`` — inside the SQLite transaction that writes that next checkpoint.
+* ``during_checkpoint`` — inside the SQLite transaction that commits that next boundary (its
+  frontier and segment, with the model call's charge where it follows one).
 
 The self-inflicted SIGKILL is a real one; nothing is cleaned up. Exit status: 0 finished
 (the result is printed as JSON), 3 the lease is held elsewhere, 4 an undecidable call.
@@ -30,6 +31,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from agentrun import Checkpointer, IndeterminateToolCallError, RunLeaseError, open_backend
+from agentrun.backend import StoreSet
 from agentrun.idempotency import derive_key, marker_key
 from agentrun.leases import LeasePolicy
 from agentrun.runner import AgentDefinition, AgentRunner, ScriptedProvider, tool
@@ -149,14 +151,13 @@ class Faults:
             if key == TARGET_KEY:
                 die("after_outcome")
 
-    class Checkpoints:
+    class Boundaries:
+        """The boundary store the worker commits whole boundaries with, as deployed."""
+
         def __init__(self, inner: Any) -> None:
             self.inner = inner
 
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.inner, name)
-
-        async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        async def commit(self, boundary: Any) -> Any:
             if Faults.armed and POINT == "during_checkpoint":
                 calls = 0
 
@@ -172,15 +173,21 @@ class Faults:
                 await self.inner._database.read(
                     "arm", lambda c: c.set_progress_handler(kill_midway, 20)
                 )
-            await self.inner.put(tenant, run_id, payload, fence=fence)
+            return await self.inner.commit(boundary)
 
 
 async def main() -> int:
     backend = await open_backend(STORE)
+    assert isinstance(backend, StoreSet)
+    assert backend.boundaries is not None
     runner = AgentRunner(
         provider=ScriptedProvider(SCRIPT),
         idempotency=Faults.Idempotency(backend.idempotency),
-        checkpoints=Checkpointer(Faults.Checkpoints(backend.checkpoints), history=backend.history),
+        checkpoints=Checkpointer(
+            backend.checkpoints,
+            history=backend.history,
+            boundaries=Faults.Boundaries(backend.boundaries),
+        ),
         leases=backend.leases,
         ledger=backend.ledger,
         lease_policy=LeasePolicy(ttl=1.0, renew_within=0.4),

@@ -18,7 +18,7 @@ from agentrun.frontier import (
     encode_message,
     encode_spliced,
 )
-from agentrun.history import Segment
+from agentrun.history import Segment, decode_segment, handle_for, load_chain, previous_of
 from agentrun.messages import Message
 from agentrun.redaction import Redactor
 from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
@@ -194,6 +194,15 @@ async def test_latest_reads_the_frontier_or_none(backend: MemoryBackend) -> None
     assert (latest.iteration, latest.messages) == (3, conversation(1))
 
 
+async def _newest_segment(history: RecordingHistoryStore, head: str) -> Segment:
+    """The chain's newest segment, decompressed against the chain before it."""
+    stored = history.segments[-1]
+    assert handle_for(stored) == head
+    previous = previous_of(RUN, head, stored)
+    context = b"" if previous is None else (await load_chain(history, TENANT, RUN, previous))[1]
+    return decode_segment(RUN, head, stored, context)[0]
+
+
 async def test_the_history_goes_out_of_line_and_grows_linearly(backend: MemoryBackend) -> None:
     history = RecordingHistoryStore(backend.history)
     store = CountingCheckpointStore(backend.checkpoints)
@@ -208,12 +217,13 @@ async def test_the_history_goes_out_of_line_and_grows_linearly(backend: MemoryBa
         assert stored.history_handle is not None
         assert stored.history_length == len(messages)
         # this write appended only the turn's two messages
-        assert Segment.model_validate_json(history.segments[-1]).messages == messages[-2:]
+        assert (await _newest_segment(history, stored.history_handle)).messages == messages[-2:]
 
     transcript = len(Segment(messages=messages).model_dump_json())
     appended = sum(len(segment) for segment in history.segments)
     assert len(history.segments) == 50
-    assert appended < 3 * transcript, (appended, transcript)
+    # compressed against the chain before it, each segment costs less than its messages' JSON
+    assert appended < transcript, (appended, transcript)
     # the frontier itself stays the same size however long the conversation gets
     assert len(store.puts[-1]) - len(store.puts[0]) < 16
 
@@ -232,9 +242,10 @@ async def test_a_resumed_writer_appends_after_the_stored_chain(backend: MemoryBa
     assert latest is not None
     messages = await second.transcript(latest) + conversation(1, start=3)
     await second.write(frontier(messages=messages))
-    assert Segment.model_validate_json(history.segments[-1]).messages == messages[-2:]
     latest = await second.latest(TENANT, RUN)
     assert latest is not None
+    assert latest.history_handle is not None
+    assert (await _newest_segment(history, latest.history_handle)).messages == messages[-2:]
     assert await Checkpointer(backend.checkpoints).transcript(latest, backend.history) == messages
 
 

@@ -136,7 +136,7 @@ async def test_planning_only_reads_and_leaves_no_claim(backend: MemoryBackend) -
     before = await backend.idempotency.read(TENANT, RUN, "idem:v1:b")
     log = CallLog(backend.idempotency)
     await plan_resume(frontier(pending=calls), log)
-    assert set(log.calls) == {"read", "records"}
+    assert set(log.calls) <= {"read", "records"}
     for call in calls:
         record = await backend.idempotency.read(TENANT, RUN, tracking_key(call))
         if call is calls[2]:
@@ -144,6 +144,21 @@ async def test_planning_only_reads_and_leaves_no_claim(backend: MemoryBackend) -
         else:
             assert record is None, call.call.id
     assert await backend.idempotency.read(TENANT, RUN, RESUME_CLAIM_KEY) is None
+
+
+async def test_planning_lists_records_once_and_reads_only_completed_outcomes(
+    backend: MemoryBackend,
+) -> None:
+    # One round trip for the run's records however many calls are pending; an outcome, which
+    # the listing leaves out, is read only for a call that completed.
+    calls = tuple(pending(f"c{index}", key=f"idem:v1:{index}") for index in range(8))
+    await dispatched(backend, calls[1], None)
+    await dispatched(backend, calls[5], '{"booked": true}')
+    log = CallLog(backend.idempotency)
+    plan = await plan_resume(frontier(pending=calls), log)
+    assert log.calls == ["records", "read"]
+    assert plan.indeterminate == (calls[1],)
+    assert [d.outcome for d in plan.decisions if d.pending is calls[5]] == ['{"booked": true}']
 
 
 async def test_refuse_if_undecidable_names_every_undecidable_call(backend: MemoryBackend) -> None:

@@ -15,6 +15,7 @@ import pytest
 from agentrun.checkpointing import Checkpointer
 from agentrun.errors import ConfigurationError
 from agentrun.frontier import Boundary, Checkpoint, decode
+from agentrun.history import decode_segment
 from agentrun.messages import BinaryPart, Message, TextPart, ToolCall
 from agentrun.redaction import MASK, Masker, Redactor
 from agentrun.resume import plan_resume
@@ -239,7 +240,8 @@ async def test_history_segments_hold_no_secret(backend: MemoryBackend) -> None:
     checkpoint = await checkpointer.latest(TENANT, RUN)
     assert checkpoint is not None
     assert checkpoint.history_handle is not None
-    segment = await backend.history.fetch(TENANT, RUN, checkpoint.history_handle)
+    stored = await backend.history.fetch(TENANT, RUN, checkpoint.history_handle)
+    _, segment = decode_segment(RUN, checkpoint.history_handle, stored)
     for entry in SECRETS:
         assert not _leaks(segment, entry.secret), entry.kind
 

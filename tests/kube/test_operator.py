@@ -29,7 +29,8 @@ from tests.support.kube import Kube
 from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer
 
-from agentrun import open_backend
+from agentrun import Checkpointer, open_backend
+from agentrun.history import load_transcript
 
 
 def test_a_run_succeeds_and_tells_kubectl(kube: Kube, operators: Operators, effects: Path) -> None:
@@ -318,6 +319,22 @@ def test_no_secret_reaches_the_status_the_events_the_log_or_the_store(
     for key in redis.cli("--scan", "--pattern", f"*{uid}*").split():
         kind = redis.cli("TYPE", key).strip()
         kept.append(redis.cli("HGETALL" if kind == "hash" else "GET", key))
+
+    async def transcript_as_stored() -> str:
+        # The segments are stored compressed: what they hold is the transcript they decompress to.
+        backend = await open_backend(redis.url)
+        try:
+            checkpoint = await Checkpointer(backend.checkpoints).latest(kube.namespace, uid)
+            assert checkpoint is not None
+            assert checkpoint.history_handle is not None
+            messages = await load_transcript(
+                backend.history, kube.namespace, uid, checkpoint.history_handle
+            )
+            return "\n".join(message.model_dump_json() for message in messages)
+        finally:
+            await backend.close()
+
+    kept.append(asyncio.run(transcript_as_stored()))
     assert any("report q3 is ready; open it with [REDACTED]" in text for text in kept)
     assert any("fetched report q3, token [REDACTED]" in text for text in kept)
     leaks = [text[:300] for text in kept if LEAKED in text]

@@ -134,3 +134,36 @@ def test_mask_is_the_reference_for_literals_that_start_alike_overlap_or_appear_l
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         assert HANDMADE.mask(text) == reference_mask(HANDMADE.rules, text), text
     assert HANDMADE.mask("ab") == "[RED[REDACTED]ED]"
+
+
+WINDOW_EDGES = (
+    "db_password=one;DB_PASSWORD=two&x=3",
+    "a_b_c_d_e_f_password = 'hunter22' then secret: s3cr3tvalue",
+    "passwordpassword=abc passphrase=def password=pwd=ghi",
+    "foo-x-api-key: 12345 and api_key=678910, client_secret=abcdef",
+    "q" * 300 + "_secret=abcdef and more" + "_" * 50 + "pwd=xyz",
+    "\u017fecret=abc SECRET=def Secret = 'ghi' seCret=\"jkl\"",
+    "secret secret secret= a secret=bbb",
+    '{"password": "x", "api_key":"yyyy", "note": "secretary: no"}',
+    "token=abc; a-password-b=cdef; password_hint=ghij",
+    "acce\u017f\u017f_token=abc pr\u0131vate_key=def PASSWORD=ghi",
+    "\u0130stanbul then password=abc and \u0130 api_key=def",
+    "\u212a\u212a_secret=abc stra\u00dfe_pwd=def",
+)
+
+
+@pytest.mark.parametrize("text", WINDOW_EDGES)
+def test_the_windowed_assignment_rule_matches_the_reference(text: str) -> None:
+    # Where a window could go wrong: a prefix run reaching back, several keywords in one run,
+    # one match holding the next keyword, keywords in case forms ``fold`` folds.
+    rule = next(rule for rule in BUILTIN.rules if rule.windowed)
+    assert rule.subn(_reference_replace, text) == rule.pattern.subn(_reference_replace, text)
+    assert BUILTIN.mask(text) == reference_mask(BUILTIN.rules, text)
+
+
+def test_the_windowed_rule_is_searched_only_near_its_literals() -> None:
+    # A pattern that would match anywhere, windowed on a literal: only matches reaching the
+    # literal across letters, digits, ``_`` and ``-`` are made; that is what WINDOWED requires.
+    rule = Rule(re.compile(r"\b[a-z_]*key=\w+"), ("key",), windowed=True)
+    assert rule.subn(lambda _: MASK, "a_key=1 b c_key=2 ok") == (f"{MASK} b {MASK} ok", 2)
+    assert rule.subn(lambda _: MASK, "nothing here") == ("nothing here", 0)

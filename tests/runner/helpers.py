@@ -17,6 +17,7 @@ from opentelemetry.trace import Tracer
 from pydantic import JsonValue
 
 from agentrun import Backend
+from agentrun.backend import StoreSet
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
 from agentrun.continuation import ContinuationPolicy
 from agentrun.frontier import Boundary, Checkpoint
@@ -116,6 +117,7 @@ def runner(
     leases: bool = True,
     ledger: bool = True,
     history: bool = False,
+    whole: bool = True,
     boundaries: Boundaries | None = None,
     policy: CheckpointPolicy | None = None,
     lease_policy: LeasePolicy | None = None,
@@ -124,12 +126,17 @@ def runner(
     spans: Tracer | None = None,
     clock: Clock = MONOTONIC,
 ) -> AgentRunner:
-    """A runner over ``stores``; ``leases=False`` leaves it its own memory lease store."""
+    """A runner over ``stores``; ``leases=False`` leaves it its own memory lease store.
+    With ``whole`` (the default, as ``AgentRunner.on_backend`` does) a boundary is one commit
+    of the backend's ``BoundaryStore``; without it, each store is written on its own."""
     return AgentRunner(
         provider=provider,
         idempotency=stores.idempotency,
         checkpoints=Checkpointer(
-            stores.checkpoints, policy, history=stores.history if history else None
+            stores.checkpoints,
+            policy,
+            history=stores.history if history else None,
+            boundaries=stores.boundaries if whole and isinstance(stores, StoreSet) else None,
         ),
         leases=stores.leases if leases else MemoryLeaseStore(),
         ledger=stores.ledger if ledger else None,

@@ -86,6 +86,8 @@ class PostgresServer:
     folder: Path
     port: int
     as_user: tuple[str, ...]
+    durable: bool = False
+    """fsync and full-page writes on, as deployed (for benchmarks); tests run without them."""
 
     @property
     def data(self) -> Path:
@@ -110,8 +112,8 @@ class PostgresServer:
         """Start the server on its port (again, after ``stop``) and wait until it answers."""
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.folder} "
-            "-c fsync=off -c full_page_writes=off "
-            "-c max_connections=200"
+            + ("" if self.durable else "-c fsync=off -c full_page_writes=off ")
+            + "-c max_connections=200"
         )
         self._run(
             str(self.bindir / "pg_ctl"),
@@ -179,14 +181,15 @@ def _server_user() -> tuple[tuple[str, ...], int | None, int | None]:
 
 
 @contextlib.contextmanager
-def postgres_server() -> Iterator[PostgresServer]:
-    """A fresh server for the length of the block, stopped and removed afterwards."""
+def postgres_server(*, durable: bool = False) -> Iterator[PostgresServer]:
+    """A fresh server for the length of the block, stopped and removed afterwards; ``durable``
+    keeps fsync on (see ``PostgresServer.durable``)."""
     bindir = bin_dir()
     as_user, uid, gid = _server_user()
     folder = Path(tempfile.mkdtemp(prefix="agentrun-pg-"))
     if uid is not None and gid is not None:
         os.chown(folder, uid, gid)
-    server = PostgresServer(bindir, folder, free_port(), as_user)
+    server = PostgresServer(bindir, folder, free_port(), as_user, durable)
     try:
         server._run(
             str(bindir / "initdb"),

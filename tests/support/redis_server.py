@@ -127,9 +127,11 @@ class RedisServer:
         os.kill(self.pid, signal.SIGCONT)
 
     def cli(self, *args: str) -> str:
+        """What ``redis-cli`` prints; bytes that are not UTF-8 (a compressed transcript segment)
+        are replaced, not raised on."""
         done = subprocess.run(
             [redis_binary("redis-cli"), "-h", LOOPBACK, "-p", str(self.port), *args],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True, text=True, errors="replace", timeout=30, check=True,
         )  # fmt: skip
         return done.stdout
 

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue
 
+from agentrun.boundary import Charge
 from agentrun.checkpointing import Checkpointer, WriteReceipt
 from agentrun.frontier import Boundary, Checkpoint, PendingApproval, PendingCall
+from agentrun.ledger import Ledger
 from agentrun.runner.state import RunState
 from agentrun.runner.tracing import checkpoint_event
 
@@ -26,12 +28,21 @@ BoundaryObserver = Callable[[Checkpoint, WriteReceipt | None, Exception | None],
 (the error, or neither when the policy skipped the boundary)."""
 
 
+async def charge_alone(ledger: Ledger, state: RunState, charge: Charge) -> None:
+    """Charge a model call to the ledger in a commit of its own; the run's total is its answer."""
+    state.cost_micros = await ledger.charge(
+        state.tenant, state.run_id, charge.charge_id, charge.micros, budget=None, fence=state.fence
+    )
+
+
 @dataclass
 class BoundaryWriter:
-    """Builds the frontier of a run at a boundary and hands it to the ``Checkpointer``."""
+    """Builds the frontier of a run at a boundary and hands it to the ``Checkpointer``, with
+    the charge of the model call it follows when the ``Checkpointer`` can commit it too."""
 
     checkpoints: Checkpointer
     on_boundary: BoundaryObserver | None
+    ledger: Ledger | None = None
 
     async def write(
         self,
@@ -40,8 +51,14 @@ class BoundaryWriter:
         *,
         pending: tuple[PendingCall, ...] = (),
         approval: PendingApproval | None = None,
+        charge: Charge | None = None,
     ) -> bool:
-        """Write the frontier (as the policy says); whether it was written."""
+        """Write the frontier (as the policy says); whether it was written.
+
+        ``charge`` (given only when ``Checkpointer.carries_charges``) goes in the frontier's
+        commit; if the frontier was skipped or not written, it is charged to the ledger on its
+        own before anything else happens, so a model call is charged whatever became of its
+        boundary, as when it was always charged on its own."""
         metadata: dict[str, JsonValue] = {}
         if state.budget_micros is not None:
             metadata["budget_micros"] = state.budget_micros
@@ -63,7 +80,13 @@ class BoundaryWriter:
             user=state.user,
             metadata=metadata,
         )
-        receipt = await self.checkpoints.write(checkpoint)
+        receipt = await self.checkpoints.write(checkpoint, charge=charge)
+        if charge is not None:
+            if receipt is not None and receipt.spent is not None:
+                state.cost_micros = receipt.spent
+            else:
+                assert self.ledger is not None, "a charge is carried only for a runner's ledger"
+                await charge_alone(self.ledger, state, charge)
         checkpoint_event(boundary, written=receipt is not None, fence=state.fence)
         if self.on_boundary is not None:
             await self.on_boundary(checkpoint, receipt, self.checkpoints.last_error)

@@ -31,7 +31,7 @@ from typing import TypedDict, Unpack
 
 from opentelemetry.trace import Tracer
 
-from agentrun.backend import Backend
+from agentrun.backend import Backend, StoreSet
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy
 from agentrun.continuation import ContinuationPolicy
 from agentrun.errors import BudgetExceededError, ConfigurationError, RevisionMismatchError
@@ -114,7 +114,7 @@ class AgentRunner:
             self.spans = tracer()
         # Outcomes are masked as the frontier masks them (see ``MaskedOutcomes``).
         self.idempotency = masking(self.idempotency, self.checkpoints.masker.outcome)
-        boundaries = BoundaryWriter(self.checkpoints, self.on_boundary)
+        boundaries = BoundaryWriter(self.checkpoints, self.on_boundary, self.ledger)
         self._turns = Turns(
             provider=self.provider,
             prices=self.prices,
@@ -146,6 +146,7 @@ class AgentRunner:
                 checkpoint_policy,
                 history=backend.history,
                 masker=backend.masker,
+                boundaries=backend.boundaries if isinstance(backend, StoreSet) else None,
             ),
             leases=backend.leases,
             ledger=backend.ledger,

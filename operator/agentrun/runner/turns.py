@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from opentelemetry.trace import Tracer
 
+from agentrun.boundary import Charge
 from agentrun.checkpointing import Checkpointer
 from agentrun.continuation import ContinuationPolicy, continued
 from agentrun.frontier import Boundary, Checkpoint
 from agentrun.ledger import Ledger
 from agentrun.messages import Message, TextPart, ToolCall, Usage
 from agentrun.resume import ResumePlan
-from agentrun.runner.boundaries import BoundaryWriter
+from agentrun.runner.boundaries import BoundaryWriter, charge_alone
 from agentrun.runner.dispatch import Dispatcher, pending_call
 from agentrun.runner.pricing import PriceTable
 from agentrun.runner.providers.base import Provider
@@ -97,7 +98,7 @@ class Turns:
             calls = unique_call_ids(reply.tool_calls, state.call_ids, state.iteration)
             state.iteration += 1
             state.journal.append(f"model {state.iteration}")
-            await self._charge(state, reply.usage)
+            charge = await self._charge(state, reply.usage)
             assistant = Message(
                 role="assistant",
                 parts=(TextPart(text=reply.text),) if reply.text else (),
@@ -105,10 +106,12 @@ class Turns:
             )
             state.append(assistant)
             if not calls:
-                await self.boundaries.write(state, Boundary.AFTER_MODEL_CALL)
+                await self.boundaries.write(state, Boundary.AFTER_MODEL_CALL, charge=charge)
                 return self._result(state, RunStatus.COMPLETED)
             pending = tuple(pending_call(state.agent, call) for call in calls)
-            await self.boundaries.write(state, Boundary.AFTER_MODEL_CALL, pending=pending)
+            await self.boundaries.write(
+                state, Boundary.AFTER_MODEL_CALL, pending=pending, charge=charge
+            )
             # Over budget, the reply is paid for and kept: a resume with more budget dispatches
             # what it asked for instead of paying for the same answer again.
             refuse_over_budget(state)
@@ -130,20 +133,22 @@ class Turns:
             and self.continuation.due(state.journal, history_bytes=state.history_bytes)
         )
 
-    async def _charge(self, state: RunState, usage: Usage) -> None:
+    async def _charge(self, state: RunState, usage: Usage) -> Charge | None:
+        """Charge the model call to the ledger now, or return the charge for the boundary that
+        follows to commit with its frontier (``Checkpointer.carries_charges``): one commit for
+        both. Until then the run's total is the ledger's last answer plus this charge, which is
+        what the ledger will answer: only this worker charges the run under its fence."""
         state.usage = state.usage + usage
         cost = self.prices.cost(state.agent.model, usage)
         if self.ledger is None:
             state.cost_micros += cost
-        else:
-            state.cost_micros = await self.ledger.charge(
-                state.tenant,
-                state.run_id,
-                f"model:{state.execution}:{state.iteration}",
-                cost,
-                budget=None,
-                fence=state.fence,
-            )
+            return None
+        charge = Charge(f"model:{state.execution}:{state.iteration}", cost)
+        if self.checkpoints.carries_charges:
+            state.cost_micros += cost
+            return charge
+        await charge_alone(self.ledger, state, charge)
+        return None
 
 
 def unique_call_ids(

@@ -12,10 +12,11 @@ never by the caller's.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from agentrun.backend import StoreSet
+from agentrun.boundary import BoundaryCommit
 from agentrun.errors import BudgetExceededError, RunLeaseError, StaleFenceError
 from agentrun.history import handle_for, verified
 from agentrun.idempotency import (
@@ -311,6 +312,9 @@ class MemoryHistoryStore:
     async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
         return verified(run_id, handle, self._segments.get(_run(tenant, run_id), {}).get(handle))
 
+    async def fetch_all(self, tenant: str, run_id: str) -> Mapping[str, bytes]:
+        return dict(self._segments.get(_run(tenant, run_id), {}))
+
     async def forget(self, tenant: str, run_id: str) -> None:
         self._segments.pop(_run(tenant, run_id), None)
 
@@ -355,6 +359,38 @@ class MemoryLedger:
         self._spent.pop(run, None)
 
 
+class MemoryBoundaryStore:
+    """The reference ``BoundaryStore``: one fence check, then the segment, the frontier and the
+    charge. None of the stores' writes suspends, so nothing runs in between: all or nothing."""
+
+    def __init__(
+        self,
+        fences: FenceBook,
+        checkpoints: MemoryCheckpointStore,
+        history: MemoryHistoryStore,
+        ledger: MemoryLedger,
+    ) -> None:
+        self._fences = fences
+        self._checkpoints = checkpoints
+        self._history = history
+        self._ledger = ledger
+
+    async def commit(self, boundary: BoundaryCommit) -> int | None:
+        tenant, run_id, fence = boundary.tenant, boundary.run_id, boundary.fence
+        self._fences.admit(_run(tenant, run_id), fence, "boundary commit")
+        if boundary.charge is not None:
+            check_key("charge id", boundary.charge.charge_id)
+        if boundary.segment is not None:
+            await self._history.put(tenant, run_id, boundary.segment, fence=fence)
+        await self._checkpoints.put(tenant, run_id, boundary.frontier, fence=fence)
+        if boundary.charge is None:
+            return None
+        charge = boundary.charge
+        return await self._ledger.charge(
+            tenant, run_id, charge.charge_id, charge.micros, budget=None, fence=fence
+        )
+
+
 class MemoryBackend(StoreSet):
     """Every memory store of one process, sharing one fence book and one clock: a ``Backend``
     that tests (and ``open_backend("memory://")``) use where a real one would need a server."""
@@ -368,11 +404,15 @@ class MemoryBackend(StoreSet):
 
     def __init__(self, clock: Now = time.monotonic, *, url: str = "memory://") -> None:
         fences = FenceBook()
+        checkpoints = MemoryCheckpointStore(fences)
+        history = MemoryHistoryStore(fences)
+        ledger = MemoryLedger(fences)
         super().__init__(
-            checkpoints=MemoryCheckpointStore(fences),
+            checkpoints=checkpoints,
             leases=MemoryLeaseStore(fences, clock),
             idempotency=MemoryIdempotencyStore(fences, clock),
-            history=MemoryHistoryStore(fences),
-            ledger=MemoryLedger(fences),
+            history=history,
+            ledger=ledger,
             url=url,
+            boundaries=MemoryBoundaryStore(fences, checkpoints, history, ledger),
         )

@@ -14,9 +14,10 @@ Beside the suites, two servers on loopback for tests and demos, imported from th
 OpenAI's and Anthropic's wire formats) and ``mcp_server`` (a real MCP server with booking tools).
 """
 
+from agentrun.testing.boundary import BoundaryStoreConformance
 from agentrun.testing.checkpoints import CheckpointStoreConformance
 from agentrun.testing.clock import ManualClock
-from agentrun.testing.history import HistoryStoreConformance
+from agentrun.testing.history import HistoryStoreConformance, SegmentListerConformance
 from agentrun.testing.hostile import HOSTILE_IDS
 from agentrun.testing.idempotency import IdempotencyStoreConformance
 from agentrun.testing.leases import LeaseStoreConformance
@@ -24,10 +25,12 @@ from agentrun.testing.ledger import LedgerConformance
 
 __all__ = [
     "HOSTILE_IDS",
+    "BoundaryStoreConformance",
     "CheckpointStoreConformance",
     "HistoryStoreConformance",
     "IdempotencyStoreConformance",
     "LeaseStoreConformance",
     "LedgerConformance",
     "ManualClock",
+    "SegmentListerConformance",
 ]

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from agentrun.errors import HistoryUnavailableError, StaleFenceError
-from agentrun.history import HistoryStore, append_transcript, handle_for, load_transcript
+from agentrun.history import (
+    HistoryStore,
+    SegmentLister,
+    append_transcript,
+    handle_for,
+    load_transcript,
+)
 from agentrun.identifiers import MAX_ID_BYTES
 from agentrun.messages import Message
 from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
@@ -89,3 +95,34 @@ class HistoryStoreConformance(ConformanceBase):
         await refuses_unusable_ids(lambda t, r: store.put(t, r, b"segment", fence=1))
         await refuses_unusable_ids(lambda t, r: store.fetch(t, r, handle_for(b"segment")))
         await refuses_unusable_ids(store.forget)
+
+
+class SegmentListerConformance(ConformanceBase):
+    """For a history store that lists a run's segments (``SegmentLister``), so a transcript
+    loads in one round trip: it lists all of the run's and nothing of another run or tenant."""
+
+    role = "history"
+
+    async def test_lists_every_segment_of_its_run_at_once(
+        self, store: HistoryStore, tenant: str, other_tenant: str
+    ) -> None:
+        assert isinstance(store, SegmentLister), "the store has no fetch_all(tenant, run_id)"
+        handles = {await store.put(tenant, "run", body, fence=1): body for body in (b"a", b"b")}
+        await store.put(tenant, "other", b"c", fence=1)
+        await store.put(other_tenant, "run", b"d", fence=1)
+        assert dict(await store.fetch_all(tenant, "run")) == handles
+        assert dict(await store.fetch_all(tenant, "never")) == {}
+
+    async def test_a_transcript_loads_from_the_listing(
+        self, store: HistoryStore, tenant: str
+    ) -> None:
+        head: str | None = None
+        sent: list[Message] = []
+        for turn in range(20):
+            fresh = [Message.of("user", f"turn {turn}")]
+            head = await append_transcript(
+                store, tenant, "run", previous=head, messages=fresh, fence=1
+            )
+            sent.extend(fresh)
+        assert head is not None
+        assert await load_transcript(store, tenant, "run", head) == tuple(sent)

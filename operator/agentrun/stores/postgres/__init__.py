@@ -20,6 +20,7 @@ from agentrun.stores.postgres._shared import (
     create_pool,
     redacted,
 )
+from agentrun.stores.postgres.boundary import PostgresBoundaryStore
 from agentrun.stores.postgres.checkpoints import PostgresCheckpointStore
 from agentrun.stores.postgres.history import PostgresHistoryStore
 from agentrun.stores.postgres.idempotency import PostgresIdempotencyStore
@@ -35,6 +36,7 @@ from agentrun.stores.postgres.schema import (
 __all__ = [
     "EXPECTED_CHECKPOINT_SCHEMA",
     "SCHEMA_VERSION",
+    "PostgresBoundaryStore",
     "PostgresCheckpointStore",
     "PostgresHistoryStore",
     "PostgresIdempotencyStore",
@@ -64,4 +66,5 @@ async def open_backend(url: str, *, tables: PostgresTables | None = None) -> Sto
         ledger=PostgresLedger(pool, tables=tables),
         url=redacted(url),
         closer=pool.close,
+        boundaries=PostgresBoundaryStore(pool, tables=tables),
     )

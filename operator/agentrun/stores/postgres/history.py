@@ -7,7 +7,7 @@ CTE, and every fetch is checked against its handle by ``verified``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from agentrun.history import handle_for, verified
 from agentrun.identifiers import check_run
@@ -25,6 +25,7 @@ _PUT = (
     "SELECT current FROM fence"
 )
 _FETCH = "SELECT segment FROM {history} WHERE tenant = $1 AND run_id = $2 AND handle = $3"
+_SEGMENTS = "SELECT handle, segment FROM {history} WHERE tenant = $1 AND run_id = $2"
 _FORGET = "DELETE FROM {history} WHERE tenant = $1 AND run_id = $2"
 
 
@@ -33,6 +34,7 @@ class PostgresHistoryStore(PostgresStore):
 
     def _prepare(self, sql: Callable[[str], str]) -> None:
         self._put, self._fetch, self._forget = sql(_PUT), sql(_FETCH), sql(_FORGET)
+        self._segments = sql(_SEGMENTS)
 
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
         check_run(tenant, run_id)
@@ -55,6 +57,14 @@ class PostgresHistoryStore(PostgresStore):
             f"read a transcript segment of run {run_id!r}", self._fetch, tenant, run_id, handle
         )
         return verified(run_id, handle, None if row is None else bytes(row["segment"]))
+
+    async def fetch_all(self, tenant: str, run_id: str) -> Mapping[str, bytes]:
+        """Every segment of the run in one statement (``SegmentLister``)."""
+        check_run(tenant, run_id)
+        rows = await self._db.fetch(
+            f"read the transcript of run {run_id!r}", self._segments, tenant, run_id
+        )
+        return {str(row["handle"]): bytes(row["segment"]) for row in rows}
 
     async def forget(self, tenant: str, run_id: str) -> None:
         check_run(tenant, run_id)

@@ -25,12 +25,12 @@ from agentrun.stores.postgres._shared import (
 )
 
 _FENCE = "WITH " + FENCE_CTE + " SELECT current FROM fence"
-_TOTAL = (
+SPENT_SO_FAR = (
     "COALESCE((SELECT spent FROM {ledger_totals} WHERE tenant = $1 AND run_id = $2), "
     "(SELECT COALESCE(sum(micros), 0) FROM {ledger} WHERE tenant = $1 AND run_id = $2))::bigint"
 )
 _CHARGE = (
-    "WITH prior AS (SELECT " + _TOTAL + " AS spent, EXISTS (SELECT 1 FROM {ledger} "
+    "WITH prior AS (SELECT " + SPENT_SO_FAR + " AS spent, EXISTS (SELECT 1 FROM {ledger} "
     "WHERE tenant = $1 AND run_id = $2 AND charge_id = $3) AS seen), "
     "added AS ("
     "INSERT INTO {ledger} (tenant, run_id, charge_id, micros) "
@@ -42,7 +42,7 @@ _CHARGE = (
     "ON CONFLICT (tenant, run_id) DO UPDATE SET spent = EXCLUDED.spent) "
     "SELECT spent, seen, (SELECT count(*) FROM added) AS added FROM prior"
 )
-_SPENT = "SELECT " + _TOTAL + " AS spent"
+_SPENT = "SELECT " + SPENT_SO_FAR + " AS spent"
 _FORGET = (
     "WITH charges AS (DELETE FROM {ledger} WHERE tenant = $1 AND run_id = $2) "
     "DELETE FROM {ledger_totals} WHERE tenant = $1 AND run_id = $2"

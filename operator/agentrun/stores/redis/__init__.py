@@ -58,6 +58,7 @@ from agentrun.stores.redis._shared import (
     Client,
     UnreadableRecordError,
 )
+from agentrun.stores.redis.boundary import RedisBoundaryStore
 from agentrun.stores.redis.checkpoints import DEFAULT_MAX_VALUE_BYTES, RedisCheckpointStore
 from agentrun.stores.redis.eviction import refuse_evicting_server
 from agentrun.stores.redis.history import RedisHistoryStore
@@ -69,6 +70,7 @@ __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
     "DEFAULT_PREFIX",
     "SOCKET_TIMEOUT_S",
+    "RedisBoundaryStore",
     "RedisCheckpointStore",
     "RedisHistoryStore",
     "RedisIdempotencyStore",
@@ -101,6 +103,7 @@ def backend_on(
         idempotency=RedisIdempotencyStore(client, prefix=prefix),
         history=RedisHistoryStore(client, prefix=prefix),
         ledger=RedisLedger(client, prefix=prefix),
+        boundaries=RedisBoundaryStore(client, prefix=prefix, max_value_bytes=max_value_bytes),
         url=url,
         closer=client.aclose,
     )

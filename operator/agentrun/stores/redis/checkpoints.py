@@ -20,6 +20,7 @@ copies a huge value. The default is Redis's own limit on one value (``proto-max-
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from typing import cast
 
 from redis.exceptions import NoScriptError
@@ -31,6 +32,7 @@ from agentrun.stores.redis._shared import (
     RedisStore,
     Reply,
     RunKeys,
+    Script,
     as_bytes,
     lua,
 )
@@ -38,7 +40,7 @@ from agentrun.stores.redis._shared import (
 DEFAULT_MAX_VALUE_BYTES = 512 * 1024 * 1024
 STAGED_TTL_MS = 60_000
 
-PUT = lua("""
+PLACED = """
 local current = refused(KEYS[1], tonumber(ARGV[1]))
 if current then
   redis.call('DEL', KEYS[3])
@@ -46,8 +48,10 @@ if current then
 end
 redis.call('RENAME', KEYS[3], KEYS[2])
 redis.call('PERSIST', KEYS[2])
-return {'ok'}
-""")
+"""
+"""The fence check and the staged frontier moved into place: how every script that writes a
+frontier (``PUT``, the boundary store's ``COMMIT``) begins. KEYS: fence, frontier, staging key."""
+PUT = lua(PLACED, "return {'ok'}")
 
 
 class RedisCheckpointStore(RedisStore):
@@ -68,26 +72,40 @@ class RedisCheckpointStore(RedisStore):
         self.max_value_bytes = max_value_bytes
 
     async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
-        if len(payload) > self.max_value_bytes:
-            raise CheckpointTooLargeError(run_id, len(payload), self.max_value_bytes)
+        self._fits(run_id, payload)
         run = self._keys(tenant, run_id)
         reply = await self._call("write a checkpoint", run, self._staged(run, payload, fence))
         self._admitted(reply, run, fence, "checkpoint write")
 
-    async def _staged(self, run: RunKeys, payload: bytes, fence: int) -> Reply:
+    async def _staged(
+        self,
+        run: RunKeys,
+        payload: bytes,
+        fence: int,
+        script: Script = PUT,
+        keys_after: Sequence[str] = (),
+        args_after: Sequence[str | bytes | int] = (),
+    ) -> Reply:
+        """Stage ``payload`` and run ``script`` (``PUT`` or one that does more in the same
+        step) with the fence, the frontier's key and the staging key first, in one round trip."""
         staged = run.staged(secrets.token_hex(8))
-        keys, args = [run.fence, run.checkpoint, staged], [fence]
+        keys = [run.fence, run.checkpoint, staged, *keys_after]
+        args = [fence, *args_after]
         stored, reply = await self._together(
             ("SET", staged, payload, "PX", STAGED_TTL_MS),
-            ("EVALSHA", PUT.sha, len(keys), *keys, *args),
+            ("EVALSHA", script.sha, len(keys), *keys, *args),
         )
         if isinstance(stored, Exception):
             raise stored
         if isinstance(reply, NoScriptError):
-            return await self._eval(PUT, keys, args)
+            return await self._eval(script, keys, args)
         if isinstance(reply, Exception):
             raise reply
         return cast(Reply, reply)
+
+    def _fits(self, run_id: str, payload: bytes) -> None:
+        if len(payload) > self.max_value_bytes:
+            raise CheckpointTooLargeError(run_id, len(payload), self.max_value_bytes)
 
     async def latest(self, tenant: str, run_id: str) -> bytes | None:
         run = self._keys(tenant, run_id)

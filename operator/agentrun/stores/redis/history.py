@@ -9,6 +9,8 @@ the whole transcript with one ``DEL``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from agentrun.history import handle_for, verified
 from agentrun.stores.redis._shared import RedisStore, as_bytes, lua
 
@@ -42,6 +44,16 @@ class RedisHistoryStore(RedisStore):
             "read a transcript segment", run, self._client.hget(run.history, handle)
         )
         return verified(run_id, handle, as_bytes(segment))
+
+    async def fetch_all(self, tenant: str, run_id: str) -> Mapping[str, bytes]:
+        """Every segment of the run with one ``HGETALL`` of its hash (``SegmentLister``)."""
+        run = self._keys(tenant, run_id)
+        stored = await self._call("read a transcript", run, self._client.hgetall(run.history))
+        return {
+            handle.decode() if isinstance(handle, bytes) else handle: segment
+            for handle, value in stored.items()
+            if (segment := as_bytes(value)) is not None
+        }
 
     async def forget(self, tenant: str, run_id: str) -> None:
         run = self._keys(tenant, run_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from agentrun.backend import StoreSet
 from agentrun.stores.sqlite._database import Database, parse_url
+from agentrun.stores.sqlite.boundary import SqliteBoundaryStore
 from agentrun.stores.sqlite.checkpoints import SqliteCheckpointStore
 from agentrun.stores.sqlite.history import SqliteHistoryStore
 from agentrun.stores.sqlite.idempotency import SqliteIdempotencyStore
@@ -21,6 +22,7 @@ from agentrun.stores.sqlite.schema import EXPECTED_SQLITE_SCHEMA, install
 
 __all__ = [
     "EXPECTED_SQLITE_SCHEMA",
+    "SqliteBoundaryStore",
     "SqliteCheckpointStore",
     "SqliteHistoryStore",
     "SqliteIdempotencyStore",
@@ -49,4 +51,5 @@ async def open_backend(url: str, *, create: bool = True) -> StoreSet:
         ledger=SqliteLedger(database),
         url=url,
         closer=database.close,
+        boundaries=SqliteBoundaryStore(database),
     )

@@ -12,6 +12,18 @@ from agentrun.identifiers import check_run
 from agentrun.stores.sqlite._database import Database, admit, first
 
 
+def store_frontier(
+    connection: sqlite3.Connection, tenant: str, run_id: str, fence: int, payload: bytes
+) -> None:
+    """Upsert the run's frontier, in a transaction that has admitted ``fence``."""
+    connection.execute(
+        "INSERT INTO agentrun_checkpoints (tenant, run_id, fence, payload) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (tenant, run_id) "
+        "DO UPDATE SET fence = excluded.fence, payload = excluded.payload",
+        (tenant, run_id, fence, bytes(payload)),
+    )
+
+
 class SqliteCheckpointStore:
     def __init__(self, database: Database) -> None:
         self._database = database
@@ -21,12 +33,7 @@ class SqliteCheckpointStore:
 
         def work(connection: sqlite3.Connection) -> None:
             admit(connection, tenant, run_id, fence, "checkpoint write")
-            connection.execute(
-                "INSERT INTO agentrun_checkpoints (tenant, run_id, fence, payload) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (tenant, run_id) "
-                "DO UPDATE SET fence = excluded.fence, payload = excluded.payload",
-                (tenant, run_id, fence, bytes(payload)),
-            )
+            store_frontier(connection, tenant, run_id, fence, payload)
 
         await self._database.write(f"write the checkpoint of run {run_id!r}", work)
 

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 
 from agentrun.history import handle_for, verified
 from agentrun.identifiers import check_run
 from agentrun.stores.sqlite._database import Database, admit, first
+
+
+def store_segment(connection: sqlite3.Connection, tenant: str, run_id: str, segment: bytes) -> str:
+    """Insert the segment under its handle (a second time is a no-op), in a transaction that
+    has admitted the writer's fence; return the handle."""
+    handle = handle_for(segment)
+    connection.execute(
+        "INSERT INTO agentrun_history (tenant, run_id, handle, segment) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (tenant, run_id, handle) DO NOTHING",
+        (tenant, run_id, handle, bytes(segment)),
+    )
+    return handle
 
 
 class SqliteHistoryStore:
@@ -15,18 +28,12 @@ class SqliteHistoryStore:
 
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
         check_run(tenant, run_id)
-        handle = handle_for(segment)
 
-        def work(connection: sqlite3.Connection) -> None:
+        def work(connection: sqlite3.Connection) -> str:
             admit(connection, tenant, run_id, fence, "history write")
-            connection.execute(
-                "INSERT INTO agentrun_history (tenant, run_id, handle, segment) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (tenant, run_id, handle) DO NOTHING",
-                (tenant, run_id, handle, bytes(segment)),
-            )
+            return store_segment(connection, tenant, run_id, segment)
 
-        await self._database.write(f"write a transcript segment of run {run_id!r}", work)
-        return handle
+        return await self._database.write(f"write a transcript segment of run {run_id!r}", work)
 
     async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
         check_run(tenant, run_id)
@@ -44,6 +51,19 @@ class SqliteHistoryStore:
             f"read transcript segment {handle} of run {run_id!r}", work
         )
         return verified(run_id, handle, segment)
+
+    async def fetch_all(self, tenant: str, run_id: str) -> Mapping[str, bytes]:
+        """Every segment of the run in one read (``SegmentLister``)."""
+        check_run(tenant, run_id)
+
+        def work(connection: sqlite3.Connection) -> dict[str, bytes]:
+            rows = connection.execute(
+                "SELECT handle, segment FROM agentrun_history WHERE tenant = ? AND run_id = ?",
+                (tenant, run_id),
+            )
+            return {str(handle): bytes(segment) for handle, segment in rows}
+
+        return await self._database.read(f"read the transcript of run {run_id!r}", work)
 
     async def forget(self, tenant: str, run_id: str) -> None:
         check_run(tenant, run_id)

@@ -23,6 +23,40 @@ _SPENT = (
 )
 
 
+def charged(
+    connection: sqlite3.Connection,
+    tenant: str,
+    run_id: str,
+    charge_id: str,
+    micros: int,
+    budget: int | None,
+) -> int:
+    """Count the charge once, in a transaction that has admitted the writer's fence; return
+    the run's total after it. Refuses (``BudgetExceededError``) a charge past ``budget``."""
+    (spent,) = one(connection, _SPENT, (tenant, run_id))
+    if (
+        first(
+            connection,
+            "SELECT 1 FROM agentrun_charges WHERE tenant = ? AND run_id = ? AND charge_id = ?",
+            (tenant, run_id, charge_id),
+        )
+        is not None
+    ):
+        return int(spent)
+    if budget is not None and spent + micros > budget:
+        raise BudgetExceededError(run_id, spent, micros, budget)
+    connection.execute(
+        "INSERT INTO agentrun_charges (tenant, run_id, charge_id, micros) VALUES (?, ?, ?, ?)",
+        (tenant, run_id, charge_id, micros),
+    )
+    connection.execute(
+        "INSERT INTO agentrun_spent (tenant, run_id, micros) VALUES (?, ?, ?) "
+        "ON CONFLICT (tenant, run_id) DO UPDATE SET micros = excluded.micros",
+        (tenant, run_id, spent + micros),
+    )
+    return int(spent + micros)
+
+
 class SqliteLedger:
     def __init__(self, database: Database) -> None:
         self._database = database
@@ -42,30 +76,7 @@ class SqliteLedger:
 
         def work(connection: sqlite3.Connection) -> int:
             admit(connection, tenant, run_id, fence, "ledger charge")
-            (spent,) = one(connection, _SPENT, (tenant, run_id))
-            if (
-                first(
-                    connection,
-                    "SELECT 1 FROM agentrun_charges "
-                    "WHERE tenant = ? AND run_id = ? AND charge_id = ?",
-                    (tenant, run_id, charge_id),
-                )
-                is not None
-            ):
-                return int(spent)
-            if budget is not None and spent + micros > budget:
-                raise BudgetExceededError(run_id, spent, micros, budget)
-            connection.execute(
-                "INSERT INTO agentrun_charges (tenant, run_id, charge_id, micros) "
-                "VALUES (?, ?, ?, ?)",
-                (tenant, run_id, charge_id, micros),
-            )
-            connection.execute(
-                "INSERT INTO agentrun_spent (tenant, run_id, micros) VALUES (?, ?, ?) "
-                "ON CONFLICT (tenant, run_id) DO UPDATE SET micros = excluded.micros",
-                (tenant, run_id, spent + micros),
-            )
-            return int(spent + micros)
+            return charged(connection, tenant, run_id, charge_id, micros, budget)
 
         return await self._database.write(f"charge {charge_id!r} to run {run_id!r}", work)
 

@@ -1,0 +1,55 @@
+"""One commit per boundary: the frontier, its transcript segment and the model call's charge.
+
+A durable write costs a commit: a WAL flush on PostgreSQL, an fsync on SQLite, a round trip on
+Redis. Written through the separate store contracts a boundary after a model call costs three
+(the ledger's charge, the history segment, the frontier) and every other boundary two, where one
+would do. A backend whose stores share one database can take all of a boundary in one
+transaction: ``BoundaryStore.commit``. The ``Checkpointer`` uses it when it is given one and the
+separate writes otherwise, so a third-party store needs only the separate contracts.
+
+What it must keep is what the separate writes keep: the fence is checked once, for all of it, and
+a stale fence refuses all of it (nothing partial); a segment written twice is harmless; a charge
+is counted once per ``charge_id``. A crash before the commit loses the boundary whole, as a crash
+before the separate writes did; a crash after it finds all of it. The one thing that moves is
+when a model call's charge becomes durable: with the boundary that follows the call, not just
+before it. A worker that dies between the two leaves the call uncharged, as one that died
+between the reply and the charge always could; the resume asks the model again and charges that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A model call's cost, charged once per ``charge_id`` (see ``Ledger.charge``), no budget:
+    the runner refuses over budget itself, before the next call, from the run's total."""
+
+    charge_id: str
+    micros: int
+
+
+@dataclass(frozen=True)
+class BoundaryCommit:
+    """Everything a boundary makes durable, already masked and encoded. ``segment`` is the
+    transcript's new segment (its handle is the digest, ``history.handle_for``, named by the
+    frontier), None when the transcript is inline or nothing was added."""
+
+    tenant: str
+    run_id: str
+    fence: int
+    frontier: bytes
+    segment: bytes | None = None
+    charge: Charge | None = None
+
+
+class BoundaryStore(Protocol):
+    """Takes all of a boundary in one transaction and one round trip."""
+
+    async def commit(self, boundary: BoundaryCommit) -> int | None:
+        """Check and raise the run's fence, then store the segment, the frontier and the charge,
+        all or nothing; return the run's total spend after the charge (None without a charge).
+        Raise ``StaleFenceError``, having written nothing, for a fence below the run's highest.
+        """

@@ -1,0 +1,76 @@
+"""``PostgresBoundaryStore``: a whole boundary in one statement, so one round trip and one commit.
+
+The statement is the stores' own writes as data-modifying CTEs behind one fence check-and-raise
+(``FENCE_CTE``): the segment (when there is one), the frontier, and the charge (when there is
+one), each selecting from the fence only if the writer's fence was admitted. A stale fence so
+writes none of them, and a failure in any aborts the statement and with it all of them.
+
+The charge is the ledger's without a budget (the runner refuses over budget from the run's
+total itself): the charge row is inserted once per charge id by its primary key, and the total
+is raised by ``micros`` in the conflict branch of its upsert, which reads the row as committed
+after the fence lock rather than as the statement's snapshot saw it; so the total stays right
+without the ledger's separate fence statement. A run with no total row yet (charged under schema
+version 1) starts from the sum of its charges, as the ledger does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agentrun.boundary import BoundaryCommit
+from agentrun.history import handle_for
+from agentrun.identifiers import check_key, check_run
+from agentrun.stores.postgres._shared import FENCE_CTE, PostgresStore, admit
+from agentrun.stores.postgres.ledger import SPENT_SO_FAR
+
+_COMMIT = (
+    "WITH " + FENCE_CTE + ", "
+    "segment AS (INSERT INTO {history} (tenant, run_id, handle, segment) "
+    "SELECT $1, $2, $5::text, $6::bytea FROM fence WHERE current = $3 AND $6::bytea IS NOT NULL "
+    "ON CONFLICT (tenant, run_id, handle) DO NOTHING), "
+    "frontier AS (INSERT INTO {checkpoints} (tenant, run_id, fence, payload, written_at) "
+    "SELECT $1, $2, $3, $4::bytea, clock_timestamp() FROM fence WHERE current = $3 "
+    "ON CONFLICT (tenant, run_id) DO UPDATE SET fence = EXCLUDED.fence, "
+    "payload = EXCLUDED.payload, written_at = EXCLUDED.written_at), "
+    "prior AS (SELECT " + SPENT_SO_FAR + " AS spent), "
+    "added AS (INSERT INTO {ledger} (tenant, run_id, charge_id, micros) "
+    "SELECT $1, $2, $7::text, $8::bigint FROM fence WHERE current = $3 AND $7::text IS NOT NULL "
+    "ON CONFLICT (tenant, run_id, charge_id) DO NOTHING RETURNING 1), "
+    "total AS (INSERT INTO {ledger_totals} AS t (tenant, run_id, spent) "
+    "SELECT $1, $2, spent + $8::bigint FROM prior WHERE EXISTS (SELECT 1 FROM added) "
+    "ON CONFLICT (tenant, run_id) DO UPDATE SET spent = t.spent + $8::bigint RETURNING t.spent) "
+    "SELECT (SELECT current FROM fence) AS current, (SELECT spent FROM total) AS raised, "
+    "(SELECT spent FROM prior) AS spent"
+)
+
+
+class PostgresBoundaryStore(PostgresStore):
+    name = "PostgreSQL boundary store"
+
+    def _prepare(self, sql: Callable[[str], str]) -> None:
+        self._commit = sql(_COMMIT)
+
+    async def commit(self, boundary: BoundaryCommit) -> int | None:
+        tenant, run_id, fence = boundary.tenant, boundary.run_id, boundary.fence
+        check_run(tenant, run_id)
+        charge = boundary.charge
+        if charge is not None:
+            check_key("charge id", charge.charge_id)
+        segment = boundary.segment
+        row = await self._db.fetchrow(
+            f"commit a boundary of run {run_id!r}",
+            self._commit,
+            tenant,
+            run_id,
+            fence,
+            boundary.frontier,
+            None if segment is None else handle_for(segment),
+            None if segment is None else bytes(segment),
+            None if charge is None else charge.charge_id,
+            None if charge is None else charge.micros,
+        )
+        admit(tenant, run_id, fence, int(row["current"]), "boundary commit")
+        if charge is None:
+            return None
+        # Not raised: the charge id was counted before (a retried commit), the total stands.
+        return int(row["spent"] if row["raised"] is None else row["raised"])

@@ -1,0 +1,40 @@
+"""A whole boundary in one SQLite transaction: one ``BEGIN IMMEDIATE … COMMIT``, one fsync.
+
+The fence is admitted once, then the segment, the frontier and the charge are written with the
+very statements their stores use; a stale fence raises before any of them, and an error in any
+rolls all of them back.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from agentrun.boundary import BoundaryCommit
+from agentrun.identifiers import check_key, check_run
+from agentrun.stores.sqlite._database import Database, admit
+from agentrun.stores.sqlite.checkpoints import store_frontier
+from agentrun.stores.sqlite.history import store_segment
+from agentrun.stores.sqlite.ledger import charged
+
+
+class SqliteBoundaryStore:
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    async def commit(self, boundary: BoundaryCommit) -> int | None:
+        tenant, run_id, fence = boundary.tenant, boundary.run_id, boundary.fence
+        check_run(tenant, run_id)
+        charge = boundary.charge
+        if charge is not None:
+            check_key("charge id", charge.charge_id)
+
+        def work(connection: sqlite3.Connection) -> int | None:
+            admit(connection, tenant, run_id, fence, "boundary commit")
+            if boundary.segment is not None:
+                store_segment(connection, tenant, run_id, boundary.segment)
+            store_frontier(connection, tenant, run_id, fence, boundary.frontier)
+            if charge is None:
+                return None
+            return charged(connection, tenant, run_id, charge.charge_id, charge.micros, None)
+
+        return await self._database.write(f"commit a boundary of run {run_id!r}", work)

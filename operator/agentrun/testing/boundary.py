@@ -1,0 +1,76 @@
+"""``BoundaryStoreConformance``: a whole boundary in one commit, all of it or none of it.
+
+For a backend that has a ``BoundaryStore`` (``StoreSet.boundaries``): what it commits is what the
+separate stores read back (the frontier, the segment under its handle, the charge in the run's
+total); a stale fence refuses all of it and leaves nothing partial; a commit retried counts its
+charge once; and its fence check raises the run's fence for every store, as theirs do.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agentrun.backend import StoreSet
+from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge
+from agentrun.errors import HistoryUnavailableError, StaleFenceError
+from agentrun.history import handle_for
+from agentrun.testing._base import ConformanceBase
+
+
+class BoundaryStoreConformance(ConformanceBase):
+    role = "boundaries"
+
+    async def test_one_commit_is_read_back_by_each_store(
+        self, store: BoundaryStore, backend: StoreSet, tenant: str
+    ) -> None:
+        commit = BoundaryCommit(tenant, "run", 1, b'{"f":1}', b"segment", Charge("model:1", 70))
+        assert await store.commit(commit) == 70
+        assert await backend.checkpoints.latest(tenant, "run") == b'{"f":1}'
+        assert await backend.history.fetch(tenant, "run", handle_for(b"segment")) == b"segment"
+        assert await backend.ledger.spent(tenant, "run") == 70
+        assert await store.commit(BoundaryCommit(tenant, "run", 1, b'{"f":2}')) is None
+        assert await backend.checkpoints.latest(tenant, "run") == b'{"f":2}'
+
+    async def test_a_stale_fence_refuses_all_of_it(
+        self, store: BoundaryStore, backend: StoreSet, tenant: str
+    ) -> None:
+        await store.commit(BoundaryCommit(tenant, "run", 3, b'{"f":3}', b"new", Charge("a", 5)))
+        stale = BoundaryCommit(tenant, "run", 2, b'{"f":2}', b"stale", Charge("b", 7))
+        with pytest.raises(StaleFenceError):
+            await store.commit(stale)
+        assert await backend.checkpoints.latest(tenant, "run") == b'{"f":3}'
+        with pytest.raises(HistoryUnavailableError):
+            await backend.history.fetch(tenant, "run", handle_for(b"stale"))
+        assert await backend.ledger.spent(tenant, "run") == 5
+
+    async def test_a_retried_commit_counts_its_charge_once(
+        self, store: BoundaryStore, backend: StoreSet, tenant: str
+    ) -> None:
+        commit = BoundaryCommit(tenant, "run", 1, b'{"f":1}', b"seg", Charge("model:1", 40))
+        assert await store.commit(commit) == 40
+        assert await store.commit(commit) == 40
+        later = BoundaryCommit(tenant, "run", 1, b'{"f":2}', None, Charge("model:2", 2))
+        assert await store.commit(later) == 42
+        assert await backend.ledger.charge(tenant, "run", "model:2", 2, budget=None, fence=1) == 42
+        assert await backend.ledger.spent(tenant, "run") == 42
+
+    async def test_it_raises_the_fence_for_every_store(
+        self, store: BoundaryStore, backend: StoreSet, tenant: str
+    ) -> None:
+        await store.commit(BoundaryCommit(tenant, "run", 5, b'{"f":5}'))
+        with pytest.raises(StaleFenceError):
+            await backend.checkpoints.put(tenant, "run", b'{"f":4}', fence=4)
+        with pytest.raises(StaleFenceError):
+            await backend.history.put(tenant, "run", b"late", fence=4)
+        with pytest.raises(StaleFenceError):
+            await backend.ledger.charge(tenant, "run", "late", 1, budget=None, fence=4)
+
+    async def test_tenants_and_runs_are_apart(
+        self, store: BoundaryStore, backend: StoreSet, tenant: str, other_tenant: str
+    ) -> None:
+        await store.commit(BoundaryCommit(tenant, "run", 1, b'{"f":1}', b"s", Charge("c", 9)))
+        assert await backend.checkpoints.latest(other_tenant, "run") is None
+        assert await backend.checkpoints.latest(tenant, "other") is None
+        assert await backend.ledger.spent(other_tenant, "run") == 0
+        with pytest.raises(HistoryUnavailableError):
+            await backend.history.fetch(tenant, "other", handle_for(b"s"))
