@@ -20,6 +20,7 @@ import json
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,7 @@ def run_everything(setting: Setting, second: OperatorRelease, stem: str) -> None
     before = (setting.first.count("bookings"), setting.first.count("messages"))
     try:
         for name in start_runs(setting.runs, stem):
-            wait_for(f"{name} succeeds", 240, lambda n=name: run_succeeded(setting.runs, n))
+            wait_for(f"{name} succeeds", 240, partial(run_succeeded, setting.runs, name))
         by_first = (
             setting.first.count("bookings") - before[0],
             setting.first.count("messages") - before[1],
