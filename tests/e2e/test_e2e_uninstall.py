@@ -4,7 +4,7 @@ A user uninstalls the chart while its namespace holds a finished run and a run m
 deletes the namespace, as anyone cleaning up would. The chart's CRD policy keeps the CRD by
 default (``crds.keep``; deleting it would delete every run of every namespace), so it must still
 be there and not Terminating. Nothing may then hang on a finalizer that no operator is left to
-remove: the namespace, and every AgentRun in it, must be gone within two minutes.
+remove: the namespace, and every AgentRun in it, must be gone within a minute.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.support.kube import REPO, Kube, helm_binary
 
 BOOKING = REPO / "examples" / "booking.yaml"
 CRD_NAME = "agentruns.agentrun.dev"
-GONE_WITHIN_S = 120
+GONE_WITHIN_S = 60
 
 
 def test_uninstall_keeps_the_crd_and_leaves_nothing_stuck_terminating(
