@@ -39,7 +39,9 @@ from tests.support.kube import REPO, Kube
 
 BOOKING = REPO / "examples" / "booking.yaml"
 RUNS = 3
-NO_LINGER = {"AGENTRUN_DEMO_LINGER": "none"}
+# Each run lingers in its booking call, so that an install that would also execute it has the
+# time to: a run over in a second would show nothing.
+LINGER = {"AGENTRUN_DEMO_LINGER": "book", "AGENTRUN_DEMO_LINGER_SECONDS": "10"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ def setting(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> I
     suffix = secrets.token_hex(3)
     folder = tmp_path_factory.mktemp("two-releases")
     first = install_operator(
-        cluster.namespace(f"first-{suffix}"), "first", folder / "first" / "demo", NO_LINGER
+        cluster.namespace(f"first-{suffix}"), "first", folder / "first" / "demo", LINGER
     )
     try:
         yield Setting(cluster, first, cluster.namespace(f"runs-{suffix}"), folder)
@@ -117,7 +119,7 @@ def test_the_same_controller_name_on_overlapping_namespaces_is_refused_or_harmle
     setting: Setting,
 ) -> None:
     second = try_install_operator(
-        setting.second_namespace("same"), "second", setting.folder / "same" / "demo", NO_LINGER,
+        setting.second_namespace("same"), "second", setting.folder / "same" / "demo", LINGER,
         second_values(setting, None),
     )  # fmt: skip
     if isinstance(second, str):
@@ -134,7 +136,7 @@ def test_the_same_controller_name_on_overlapping_namespaces_is_refused_or_harmle
 def test_distinct_controller_names_execute_each_run_once(setting: Setting) -> None:
     second = install_operator(
         setting.second_namespace("distinct"), "second", setting.folder / "distinct" / "demo",
-        NO_LINGER, second_values(setting, "e2e.agentrun.dev/second"),
+        LINGER, second_values(setting, "e2e.agentrun.dev/second"),
     )  # fmt: skip
     try:
         run_everything(setting, second, "distinct")
