@@ -3,8 +3,9 @@
 The chart is installed, then a copy of it whose CRD has one more spec field (``e2eNote``, a
 string) and a new chart version is applied with ``helm upgrade``, as a user upgrades to a
 release that added a field. The API server must then serve the field: a server-side dry run of
-an AgentRun that sets it keeps it (a field the served schema lacks is pruned silently), and
-``kubectl explain`` knows it. Afterwards ``helm rollback`` restores the release's first chart.
+an AgentRun that sets it, under kubectl's strict field validation, is accepted and answers the
+field back (a field the served schema lacks is refused, or pruned without strict validation).
+Afterwards ``helm rollback`` restores the release's first chart.
 """
 
 from __future__ import annotations
@@ -40,8 +41,6 @@ def test_helm_upgrade_serves_the_field_the_new_crd_added(namespace: Kube, tmp_pa
             f"cluster was not updated (its spec fields: {served_spec_fields(namespace)}); "
             f"creating a run with the field: {refusal}"
         )
-        explained = namespace.kubectl("explain", f"agentruns.spec.{FIELD}", check=False)
-        assert explained.returncode == 0, f"kubectl explain: {explained.stderr}"
     finally:
         namespace.helm(helm_binary(), "rollback", release.name, "1", "--wait", check=False)
         release.uninstall()
