@@ -62,10 +62,12 @@ def setting(cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> I
     first = install_operator(
         cluster.namespace(f"first-{suffix}"), "first", folder / "first" / "demo", LINGER
     )
+    runs = cluster.namespace(f"runs-{suffix}")
     try:
-        yield Setting(cluster, first, cluster.namespace(f"runs-{suffix}"), folder)
+        yield Setting(cluster, first, runs, folder)
     finally:
         first.uninstall()
+        runs.kubectl("delete", "namespace", runs.namespace, "--wait=false", check=False)
 
 
 def second_values(setting: Setting, controller_name: str | None) -> dict[str, Any]:
@@ -118,11 +120,13 @@ def run_everything(setting: Setting, second: OperatorRelease, stem: str) -> None
 def test_the_same_controller_name_on_overlapping_namespaces_is_refused_or_harmless(
     setting: Setting,
 ) -> None:
+    namespace = setting.second_namespace("same")
     second = try_install_operator(
-        setting.second_namespace("same"), "second", setting.folder / "same" / "demo", LINGER,
+        namespace, "second", setting.folder / "same" / "demo", LINGER,
         second_values(setting, None),
     )  # fmt: skip
     if isinstance(second, str):
+        namespace.kubectl("delete", "namespace", namespace.namespace, "--wait=false")
         assert setting.first.kube.namespace in second, (
             f"the second install was refused without naming the release it collides with:\n{second}"
         )
