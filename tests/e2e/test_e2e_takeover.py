@@ -13,7 +13,6 @@ default lease TTL and with 15 s.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -21,45 +20,11 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import MEASURED
-from tests.support.cluster import OperatorRelease, install_operator
+from tests.support.cluster import OperatorRelease, install_operator, lease, succeeded, wait_for
 from tests.support.kube import REPO, Kube
 
 BOOKING = REPO / "examples" / "booking.yaml"
 RUN = "booking"
-SERVICES_DB = "demo-services.db"
-
-
-def lease(run: dict[str, Any]) -> dict[str, Any]:
-    return dict(run.get("status", {}).get("lease") or {})
-
-
-def succeeded(run: dict[str, Any]) -> str | None:
-    for condition in run.get("status", {}).get("conditions", []):
-        if condition["type"] == "Succeeded":
-            return str(condition["status"])
-    return None
-
-
-def count(demo_dir: Path, table: str) -> int:
-    """Rows in the demo services' file, read only once a pod has made it: root creating it would
-    own it and the pods could not write it (SQLite gives the files it adds beside an existing
-    database that database's owner)."""
-    path = demo_dir / SERVICES_DB
-    if not path.exists():
-        return 0
-    with sqlite3.connect(path, timeout=10) as connection:
-        row = connection.execute(f"SELECT count(*) FROM {table}").fetchone()
-        return int(row[0])
-
-
-def wait_for(what: str, timeout: float, probe: Any) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.5)
-    pytest.fail(f"{what}: not within {timeout:.0f}s", pytrace=False)
 
 
 @pytest.mark.parametrize("lease_ttl", [None, 15], ids=["default-ttl", "ttl-15s"])
@@ -91,7 +56,7 @@ def kill_holder_and_time_takeover(release: OperatorRelease, sigkill: bool) -> fl
     kube.kubectl("apply", "-f", str(BOOKING))
 
     # The booking tool acted and lingers: the moment a confirmation is still outstanding.
-    wait_for("the booking tool ran", 120, lambda: count(release.demo_dir, "bookings") == 1)
+    wait_for("the booking tool ran", 120, lambda: release.count("bookings") == 1)
     before = lease(release.run(RUN))
     holder = before.get("holder")
     assert holder, f"nobody holds the run after it booked: {release.run(RUN).get('status')}"
@@ -116,6 +81,6 @@ def kill_holder_and_time_takeover(release: OperatorRelease, sigkill: bool) -> fl
 
     wait_for("the run succeeds", 240, lambda: succeeded(release.run(RUN)) == "True")
     assert int(release.run(RUN)["status"].get("resumeCount", 0)) >= 1
-    assert count(release.demo_dir, "bookings") == 1, "the airline booked twice"
-    assert count(release.demo_dir, "messages") == 1, "the passenger was texted twice"
+    assert release.count("bookings") == 1, "the airline booked twice"
+    assert release.count("messages") == 1, "the passenger was texted twice"
     return takeover

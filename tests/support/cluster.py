@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -34,6 +36,8 @@ CHART = REPO / "charts" / "agentrun-operator"
 VALUES = REPO / "hack" / "cluster-values.yaml"
 DEMO_DIR_POST_RENDERER = REPO / "hack" / "mount_demo_dir.py"
 BUILD_AND_START_TIMEOUT_S = 3600.0
+SERVICES_DB = "demo-services.db"
+T = TypeVar("T")
 
 
 def _cluster_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -110,13 +114,46 @@ class NodeCluster:
         return kube
 
 
+def wait_for(what: str, timeout: float, probe: Callable[[], T | None]) -> T:
+    """Polls ``probe`` every half second until it answers something true; fails the test with
+    ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.5)
+    pytest.fail(f"{what}: not within {timeout:.0f}s", pytrace=False)
+
+
+def lease(run: dict[str, Any]) -> dict[str, Any]:
+    return dict(run.get("status", {}).get("lease") or {})
+
+
+def condition(run: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The run's condition of type ``kind`` (Succeeded, Indeterminate, ...), if it has one."""
+    for entry in run.get("status", {}).get("conditions", []):
+        if entry["type"] == kind:
+            return dict(entry)
+    return None
+
+
+def succeeded(run: dict[str, Any]) -> str | None:
+    found = condition(run, "Succeeded")
+    return None if found is None else str(found["status"])
+
+
 @dataclass(frozen=True)
 class OperatorRelease:
-    """One ``helm install`` of the chart, with the demo's services in ``demo_dir`` on the node."""
+    """One ``helm install`` of the chart, with the demo's services in ``demo_dir`` on the node;
+    ``helm_args`` are the chart-independent arguments it was installed with (values files and
+    the post-renderer), so an upgrade can pass them again."""
 
     kube: Kube
     name: str
     demo_dir: Path
+    helm_args: tuple[str, ...] = ()
+    redis_volume: str = ""
 
     def operator_pods(self) -> list[str]:
         """The operator's pods that are running and not being deleted (the chart's Redis pod
@@ -169,33 +206,98 @@ class OperatorRelease:
         document: dict[str, Any] = json.loads(result.stdout)
         return document
 
+    def deployment(self) -> str:
+        """The name of the operator's Deployment."""
+        listing = self.kube.kubectl(
+            "get", "deployments", "-l", f"app.kubernetes.io/instance={self.name}", "-o", "json"
+        )
+        names = [
+            str(d["metadata"]["name"])
+            for d in json.loads(listing.stdout)["items"]
+            if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") != "redis"
+        ]
+        assert len(names) == 1, f"release {self.name} has operator Deployments {names}"
+        return names[0]
+
+    def count(self, table: str) -> int:
+        """Rows in the demo services' file (bookings, messages). Read only once a pod has made
+        it: root creating it would own it and the pods could not write it (SQLite gives the
+        files it adds beside an existing database that database's owner)."""
+        path = self.demo_dir / SERVICES_DB
+        if not path.exists():
+            return 0
+        with sqlite3.connect(path, timeout=10) as connection:
+            row = connection.execute(f"SELECT count(*) FROM {table}").fetchone()
+            return int(row[0])
+
+    def booking_requests(self) -> int:
+        """Every request the airline got, repeats under one idempotency key included."""
+        path = self.demo_dir / SERVICES_DB
+        if not path.exists():
+            return 0
+        with sqlite3.connect(path, timeout=10) as connection:
+            row = connection.execute("SELECT coalesce(sum(requests), 0) FROM bookings").fetchone()
+            return int(row[0])
+
+    def redis_keys(self, pattern: str) -> list[str]:
+        """The keys of the chart's Redis matching ``pattern``, read with redis-cli in its pod."""
+        result = self.kube.kubectl(
+            "exec",
+            f"deploy/{self.deployment()}-redis",
+            "--",
+            "redis-cli",
+            "--scan",
+            "--pattern",
+            pattern,
+        )
+        return sorted(line for line in result.stdout.splitlines() if line)
+
     def uninstall(self) -> None:
         """Runs are deleted while the operator still runs (it removes their finalizers), then
         the release and the namespace."""
         self.kube.kubectl("delete", "agentruns", "--all", "--timeout=180s", check=False)
         self.kube.helm(helm_binary(), "uninstall", self.name, "--wait", "--timeout=120s")
         self.kube.kubectl("delete", "namespace", self.kube.namespace, "--wait=false")
+        self.kube.kubectl("delete", "pv", self.redis_volume, "--ignore-not-found", "--wait=false")
 
 
 def install_operator(
-    kube: Kube, release: str, demo_dir: Path, env: dict[str, str] | None = None
+    kube: Kube,
+    release: str,
+    demo_dir: Path,
+    env: dict[str, str] | None = None,
+    values: dict[str, Any] | None = None,
 ) -> OperatorRelease:
     """``helm install`` with hack/cluster-values.yaml, ``env`` added to (or replacing entries of)
-    its extraEnv, and ``demo_dir`` (made here, writable by the pods' user) mounted as the demo
-    services' folder; returns once every pod is ready."""
+    its extraEnv, ``values`` on top, and ``demo_dir`` (made here, writable by the pods' user)
+    mounted as the demo services' folder; returns once every pod is ready."""
+    result = try_install_operator(kube, release, demo_dir, env, values)
+    if isinstance(result, str):
+        pytest.fail(result, pytrace=False)
+    return result
+
+
+def try_install_operator(
+    kube: Kube,
+    release: str,
+    demo_dir: Path,
+    env: dict[str, str] | None = None,
+    values: dict[str, Any] | None = None,
+) -> OperatorRelease | str:
+    """``install_operator``, answering helm's refusal (its output) instead of failing; a failed
+    install leaves nothing behind (``--atomic``)."""
     demo_dir.mkdir(parents=True, exist_ok=True)
     demo_dir.chmod(0o777)  # the pods run as uid 10001
+    volume = redis_volume(kube, release, demo_dir.parent / f"{release}-redis-data")
     base = yaml.safe_load(VALUES.read_text())["extraEnv"]
     merged = {entry["name"]: entry["value"] for entry in base} | (env or {})
     overrides = demo_dir.parent / f"{release}-values.yaml"
     overrides.write_text(
-        yaml.safe_dump({"extraEnv": [{"name": k, "value": v} for k, v in merged.items()]})
+        yaml.safe_dump(
+            {"extraEnv": [{"name": k, "value": v} for k, v in merged.items()]} | (values or {})
+        )
     )
-    kube.helm(
-        helm_binary(),
-        "install",
-        release,
-        str(CHART),
+    args = (
         "-f",
         str(VALUES),
         "-f",
@@ -206,7 +308,35 @@ def install_operator(
         str(DEMO_DIR_POST_RENDERER),
         "--post-renderer-args",
         str(demo_dir),
-        "--wait",
-        "--timeout=100s",
     )
-    return OperatorRelease(kube, release, demo_dir)
+    result = kube.helm(
+        helm_binary(), "install", release, str(CHART), *args, "--atomic", "--timeout=150s",
+        check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        kube.kubectl("delete", "pv", volume, "--ignore-not-found", "--wait=false")
+        return f"helm install {release} exited {result.returncode}:\n{result.stderr}{result.stdout}"
+    return OperatorRelease(kube, release, demo_dir, args, volume)
+
+
+def redis_volume(kube: Kube, release: str, folder: Path) -> str:
+    """A PersistentVolume for the chart's Redis: a folder of the node (the cluster has no
+    storage provisioner; a PVC without a class binds a PV without one). Its records survive the
+    Redis pod being evicted or deleted, as on a real volume."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o777)  # Redis runs as uid 999
+    name = f"{kube.namespace}-{release}-redis"[:63].strip("-")
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": {"agentrun.dev/e2e": "redis"}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "hostPath": {"path": str(folder), "type": "Directory"},
+        },
+    }
+    kube.kubectl("apply", "-f", "-", stdin=json.dumps(volume))
+    return name
