@@ -60,10 +60,12 @@ def by_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
     return [m for m in manifests if m["kind"] == kind]
 
 
-def test_chart_carries_the_canonical_crd_byte_for_byte() -> None:
-    canonical = (REPO / "crds" / "agentruns.agentrun.dev.yaml").read_bytes()
-    assert [p.name for p in (CHART / "crds").iterdir()] == ["agentruns.agentrun.dev.yaml"]
-    assert (CHART / "crds" / "agentruns.agentrun.dev.yaml").read_bytes() == canonical
+def test_chart_carries_the_canonical_crds_byte_for_byte() -> None:
+    canonical = sorted(p.name for p in (REPO / "crds").iterdir())
+    assert canonical == ["agentruns.agentrun.dev.yaml", "agents.agentrun.dev.yaml"]
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == canonical
+    for name in canonical:
+        assert (CHART / "crds" / name).read_bytes() == (REPO / "crds" / name).read_bytes()
 
 
 @pytest.mark.parametrize(

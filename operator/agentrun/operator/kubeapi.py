@@ -16,6 +16,7 @@ from typing import Any, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from agentrun.operator.agent_resource import AGENT_PLURAL
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
 
 JSON_PATCH = "application/json-patch+json"
@@ -92,6 +93,36 @@ class KubeApi:
         def call() -> dict[str, str]:
             found = self._core.read_namespace(namespace)
             return dict((found.metadata and found.metadata.labels) or {})
+
+        return await asyncio.to_thread(call)
+
+    # -- what a declared agent needs: its Agent resource and the Secrets it references ---------
+
+    async def get_agent(self, namespace: str, name: str) -> dict[str, Any] | None:
+        def call() -> dict[str, Any] | None:
+            try:
+                found = self._objects.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, AGENT_PLURAL, name
+                )
+                return cast(dict[str, Any], found)
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+
+        return await asyncio.to_thread(call)
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The Secret's data (base64, as the API server gives it); None if there is none."""
+
+        def call() -> dict[str, str] | None:
+            try:
+                found = self._core.read_namespaced_secret(name, namespace)
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+            return {key: str(value) for key, value in (found.data or {}).items()}
 
         return await asyncio.to_thread(call)
 

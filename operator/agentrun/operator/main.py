@@ -3,6 +3,7 @@
 * ``worker`` — a daemon per AgentRun that is not finished: the replicas are the worker pool.
 * ``forget`` — deleting an AgentRun forgets what the stores keep for it.
 * ``lifecycle`` — start-up and shut-down.
+* ``agent_probe`` — a timer per Agent that probes its endpoints and writes its status.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 import kopf
 
+from agentrun.operator.agent_probe import TICK, due, probe
+from agentrun.operator.agent_resource import AGENT_PLURAL
 from agentrun.operator.conditions import is_terminal
 from agentrun.operator.forget import forget_run
 from agentrun.operator.lifecycle import start, stop
@@ -54,3 +57,13 @@ async def run_agent(
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def forget(*, body: kopf.Body, memo: Any, **_: Any) -> None:
     await forget_run(memo.context, body)
+
+
+def _probe_due(body: kopf.Body, **_: Any) -> bool:
+    return due(body)
+
+
+@kopf.timer(GROUP, VERSION, AGENT_PLURAL, interval=TICK, when=_probe_due, backoff=RETRY_AFTER)
+async def probe_agent(*, body: kopf.Body, memo: Any, patch: kopf.Patch, **_: Any) -> None:
+    context = memo.context
+    patch.status.update(await probe(context.api, context.resolver.connections, body))
