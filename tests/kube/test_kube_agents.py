@@ -9,15 +9,19 @@ columns, the runs' conditions, and the MCP server's own books (where a second ch
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import signal
+import subprocess
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.docs.samples import matches, samples
 from tests.support.agentruns import apply_run, condition, get_run, has_condition, lease_of
-from tests.support.kube import Kube
+from tests.support.kube import REPO, Kube
 from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer
 
@@ -248,3 +252,62 @@ def test_the_key_never_reaches_a_store_a_status_an_event_or_a_log(
     assert len(kept) > 10
     leaks = [text[:200] for text in kept if KEY in text]
     assert not leaks, leaks
+
+
+WALKTHROUGH = "tests/kube/test_kube_agents.py"
+FILE_BLOCK = re.compile(r"<!-- file: (\S+) -->\n```yaml\n(.*?)```", re.S)
+SHOWN = (  # what differs from one test run to the next, as docs/kubernetes.md shows it
+    (re.compile(r"\brev-[0-9a-f]{16}\b"), "rev-<REVISION>"),
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"), "<TIME>"),
+    (re.compile(r"((Fence|Bytes):\s+|fence )\d+"), r"\1<N>"),
+    (re.compile(r"\b\d+ bytes\b"), "<N> bytes"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<UID>"),
+    (re.compile(r"(Resource Version:\s+)\d+"), r"\1<N>"),
+    (re.compile(r"\breplica-[a-z]+-\d+-[0-9a-f]{4}\b"), "<HOLDER>"),
+    (re.compile(r"\b(\d+m)?\d+s\b"), "<AGE>"),
+    (re.compile(r"\b\d+\.\ds\b"), "<SECONDS>"),
+    (re.compile(r"[ \t]+"), " "),
+)
+
+
+def shown(text: str) -> str:
+    for pattern, shape in SHOWN:
+        text = pattern.sub(shape, text)
+    return text.rstrip()
+
+
+def test_the_walkthrough_in_the_docs_prints_what_it_shows(
+    booker: Kube, operators: Operators, model: ModelServer, mcp: McpBooks, tmp_path: Path
+) -> None:
+    document = (REPO / "docs" / "kubernetes.md").read_text()
+    [sample] = [s for s in samples() if s.scenario == "checked-by" and WALKTHROUGH in s.arguments]
+    port = {"8000": model.url.rsplit(":", 1)[1], "8001": mcp.url.split(":")[2].split("/")[0]}
+    for name, body in FILE_BLOCK.findall(document):
+        for shown_port, real in port.items():
+            body = body.replace(f"127.0.0.1:{shown_port}/", f"127.0.0.1:{real}/")
+        (tmp_path / name).write_text(body)
+    kubeconfig = tmp_path / "kubeconfig"  # the admin's, in the test's namespace
+    kubeconfig.write_bytes(booker.kubeconfig.read_bytes())
+    env = {
+        **booker.control_plane.env(kubeconfig),
+        "OPENAI_API_KEY": KEY,
+        "PATH": f"{Path(booker.kubectl_bin).parent}:/usr/bin:/bin",
+    }
+    subprocess.run(
+        ["kubectl", "config", "set-context", "--current", f"--namespace={booker.namespace}"],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    transcript: list[str] = []
+    for step in sample.steps:
+        done = subprocess.run(
+            ["bash", "-c", step.command], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=180,
+        )  # fmt: skip
+        printed = (done.stdout + done.stderr).replace(booker.namespace, "team-a")
+        for shown_port, real in port.items():
+            printed = printed.replace(f"127.0.0.1:{real}/", f"127.0.0.1:{shown_port}/")
+        transcript.append(f"$ {step.command}\n{printed}")
+        assert done.returncode == 0, "\n".join(transcript)
+        actual = [shown(line) for line in printed.rstrip("\n").splitlines()]
+        expected = tuple(shown(line) for line in step.expected)
+        assert matches(expected, actual), "\n".join(transcript)
