@@ -217,7 +217,7 @@ class Outcome(StrEnum):
     AGENT_NOT_READY = (
         "agent_not_ready",
         _facts(
-            Exit.USAGE,
+            Exit.UNAVAILABLE,
             ("Unknown", "AgentNotReady"),
             "the Agent resource the run names cannot be made into an agent yet (a spec the kit "
             "refuses, a tool server that cannot be listed); the run waits and starts, or carries "
