@@ -232,6 +232,51 @@ def test_editing_the_agent_refuses_the_runs_checkpointed_before_and_runs_new_one
     )
 
 
+def test_an_agent_waits_for_its_secret_and_so_do_its_runs(
+    booker: Kube, operators: Operators, model: ModelServer, mcp: McpBooks
+) -> None:
+    """A Secret created after the Agent that names it: the Agent says SecretUnavailable and the
+    run waits (nothing is sent without the key); once the Secret exists both go on."""
+    manifest = agent_manifest(model, mcp).replace("name: booker", "name: late-key")
+    manifest = manifest.replace("name: model-keys", "name: late-keys")
+    booker.kubectl("apply", "-f", "-", stdin=manifest)
+    apply_run(booker, "early", "late-key")
+
+    def reason(kind: str, name: str, type_: str) -> str:
+        found = json.loads(booker.kubectl("get", kind, name, "-o", "json").stdout)
+        for each in (found.get("status") or {}).get("conditions") or ():
+            if each["type"] == type_:
+                return str(each["reason"])
+        return ""
+
+    wait_for(
+        "the Agent to say SecretUnavailable",
+        lambda: reason("agent", "late-key", "Ready") == "SecretUnavailable",
+        60,
+        operators.logs,
+    )
+    assert "late-keys/openai" in condition_of_agent(booker, "late-key")["message"]
+    wait_for(
+        "the run to wait for the Secret",
+        lambda: reason("agentrun", "early", "Succeeded") == "SecretUnavailable",
+        60,
+        operators.logs,
+    )
+    booker.kubectl("create", "secret", "generic", "late-keys", f"--from-literal=openai={KEY}")
+    wait_for(
+        "early to complete",
+        lambda: has_condition(booker, "early", "Succeeded", "True", "Completed"),
+        90,
+        operators.logs,
+    )
+    wait_for("late-key to be Ready", lambda: reason("agent", "late-key", "Ready") == "Ready", 60)
+
+
+def condition_of_agent(kube: Kube, name: str) -> dict[str, Any]:
+    status = get_agent(kube, name).get("status") or {}
+    return next(c for c in status.get("conditions") or () if c["type"] == "Ready")
+
+
 def test_the_key_never_reaches_a_store_a_status_an_event_or_a_log(
     booker: Kube, operators: Operators, redis: RedisServer, model: ModelServer
 ) -> None:

@@ -59,11 +59,10 @@ async def forget(*, body: kopf.Body, memo: Any, **_: Any) -> None:
     await forget_run(memo.context, body)
 
 
-def _probe_due(body: kopf.Body, **_: Any) -> bool:
-    return due(body)
-
-
-@kopf.timer(GROUP, VERSION, AGENT_PLURAL, interval=TICK, when=_probe_due, backoff=RETRY_AFTER)
+@kopf.timer(GROUP, VERSION, AGENT_PLURAL, interval=TICK, backoff=RETRY_AFTER)
 async def probe_agent(*, body: kopf.Body, memo: Any, patch: kopf.Patch, **_: Any) -> None:
-    context = memo.context
-    patch.status.update(await probe(context.api, context.resolver.connections, body))
+    # Decided here at each tick, not by a ``when`` filter: kopf evaluates those only when the
+    # object changes, so a timer filtered out after a probe would never tick again.
+    if due(body):
+        context = memo.context
+        patch.status.update(await probe(context.api, context.resolver.connections, body))
