@@ -232,6 +232,34 @@ def test_editing_the_agent_refuses_the_runs_checkpointed_before_and_runs_new_one
     )
 
 
+def test_an_agent_resource_wins_over_the_image_agent_of_the_same_name(
+    booker: Kube, operators: Operators, model: ModelServer, mcp: McpBooks
+) -> None:
+    """``leaky`` is registered in the image (``operator_agents``); an Agent named ``leaky`` in the
+    namespace is what a run naming it gets, and once it is deleted the image's agent again."""
+    shadow = agent_manifest(model, mcp).replace("name: booker", "name: leaky")
+    booker.kubectl("apply", "-f", "-", stdin=shadow)
+    apply_run(booker, "shadowed", "leaky")
+    wait_for(
+        "shadowed to complete",
+        lambda: has_condition(booker, "shadowed", "Succeeded", "True", "Completed"),
+        60,
+        operators.logs,
+    )
+    assert (
+        condition(booker, "shadowed", "Succeeded")["message"] == "Booked LH1172 and charged 42.00"
+    )
+    booker.kubectl("delete", "agent", "leaky", "--timeout=60s")
+    apply_run(booker, "unshadowed", "leaky")
+    wait_for(
+        "unshadowed to complete",
+        lambda: has_condition(booker, "unshadowed", "Succeeded", "True", "Completed"),
+        60,
+        operators.logs,
+    )
+    assert condition(booker, "unshadowed", "Succeeded")["message"] == "Here it is: [REDACTED]"
+
+
 def test_an_agent_waits_for_its_secret_and_so_do_its_runs(
     booker: Kube, operators: Operators, model: ModelServer, mcp: McpBooks
 ) -> None:

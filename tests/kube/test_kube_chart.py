@@ -377,6 +377,9 @@ def test_helm_install_creates_the_objects_with_least_privilege(
         ("patch", "agentruns.agentrun.dev"),
         ("patch", "agentruns.agentrun.dev/status"),
         ("update", "agentruns.agentrun.dev/finalizers"),
+        ("watch", "agents.agentrun.dev"),
+        ("patch", "agents.agentrun.dev/status"),
+        ("get", "secrets"),  # a declared agent's key, read by name at each request
         ("create", "events"),
         ("list", "namespaces"),
     ]:
@@ -384,7 +387,9 @@ def test_helm_install_creates_the_objects_with_least_privilege(
     for verb, resource in [
         ("delete", "agentruns.agentrun.dev"),
         ("create", "agentruns.agentrun.dev"),
-        ("get", "secrets"),
+        ("create", "agents.agentrun.dev"),
+        ("list", "secrets"),  # Secrets by name only: the operator cannot enumerate them
+        ("watch", "secrets"),
         ("create", "pods"),
         ("list", "configmaps"),
         ("patch", "namespaces"),
