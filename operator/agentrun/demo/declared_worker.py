@@ -25,15 +25,14 @@ from agentrun.runner.loop import AgentRunner
 from agentrun.runner.secrets import MappingSecrets
 from agentrun.stores.sqlite import open_backend
 
-STORE, MODEL_URL, MCP_URL, MODE = sys.argv[1:5]
 TENANT, RUN_ID = "crash", "run-1"
 SECRETS = MappingSecrets({"/".join(MODEL_KEY): "model-key", "/".join(AIRLINE_TOKEN): "token"})
 
 
-async def main() -> int:
-    spec = booking_spec(provider="openai", model_url=MODEL_URL, mcp_url=MCP_URL)
+async def main(store: str, model_url: str, mcp_url: str, mode: str) -> int:
+    spec = booking_spec(provider="openai", model_url=model_url, mcp_url=mcp_url)
     declared = await DeclaredAgent.build("booking-declared", spec, secrets=SECRETS)
-    backend = await open_backend(STORE)
+    backend = await open_backend(store)
     runner = AgentRunner.on_backend(
         backend,
         declared.registered(),
@@ -41,7 +40,7 @@ async def main() -> int:
         holder=f"declared-worker-{os.getpid()}",
     )
     try:
-        if MODE == "start":
+        if mode == "start":
             result = await runner.run(declared.definition, "go", tenant=TENANT, run_id=RUN_ID)
         else:
             for _ in range(100):
@@ -64,4 +63,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    raise SystemExit(asyncio.run(main(*sys.argv[1:5])))
