@@ -5,6 +5,10 @@
 # on and the airline shows one seat. Scenario 2 kills it while a text message without an
 # idempotency key is in flight; the resume refuses (exit 4) naming the call, a person answers
 # with `agentrun resolve`, and the run finishes without texting twice.
+# Scenario 3 runs the same booking as a declared agent (a model endpoint and an MCP server, no
+# Python): the fake OpenAI-compatible model server and the MCP booking server on loopback, no
+# network. A worker killed in the destructive charge_card call is refused as indeterminate; one
+# killed in the read-only search_flights call simply searches again.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # the project's own virtualenv (made by `make deps`), so `agentrun` and `python3` are the checkout's
@@ -89,4 +93,11 @@ show agentrun run --resume run_2 --tenant acme --holder worker-run_2-b || fail "
 services all
 [ "$(services count-messages)" = "1" ] || fail "the passenger was texted twice"
 echo "one text sent, not two: the kit refused to guess, and a person answered"
+
+step "Scenario 3: a declared agent, killed while its MCP call is at the server"
+cat <<'TXT'
+The agent is data (agentrun.demo.declared): provider openai at the local fake model server, the
+airline's MCP server, whose tool annotations decide what a resume may repeat.
+TXT
+python3 -m agentrun.demo.declared_crash "$work" || fail "the declared agent's resume did not do what its tools' annotations say"
 step "Demo finished; state kept in $work"

@@ -232,6 +232,18 @@ class Outcome(StrEnum):
             event=_warning("AgentNotRegistered"),
         ),
     )
+    AGENT_NOT_READY = (
+        "agent_not_ready",
+        _facts(
+            Exit.UNAVAILABLE,
+            ("Unknown", "AgentNotReady"),
+            "the Agent resource the run names cannot be made into an agent yet (a spec the kit "
+            "refuses, a tool server that cannot be listed); the run waits and starts, or carries "
+            "on, once it can",
+            event=_warning("AgentNotReady"),
+            retryable=True,
+        ),
+    )
     TENANT_NOT_ALLOWED = (
         "tenant_not_allowed",
         _facts(

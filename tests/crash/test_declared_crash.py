@@ -16,51 +16,16 @@ annotations say the tool is:
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agentrun.demo.declared import TURNS
+from agentrun.demo.declared_crash import kill_while_held, resume
 from agentrun.testing.mcp_server import McpBooks
 from agentrun.testing.mcp_server import serving as mcp_serving
 from agentrun.testing.model_server import ModelServer, serving
-
-WORKER = Path(__file__).with_name("declared_worker.py")
-
-
-def _worker(store: str, models: ModelServer, airline: McpBooks, mode: str) -> list[str]:
-    return [sys.executable, str(WORKER), store, models.openai_url, airline.url, mode]
-
-
-def _kill_while_held(store: str, models: ModelServer, airline: McpBooks, tool: str) -> None:
-    airline.hold(tool)
-    worker = subprocess.Popen(
-        _worker(store, models, airline, "start"), stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    deadline = time.monotonic() + 60
-    while not airline.made(tool):
-        assert worker.poll() is None, worker.communicate()
-        assert time.monotonic() < deadline, f"the worker never called {tool}"
-        time.sleep(0.02)
-    worker.send_signal(signal.SIGKILL)
-    worker.communicate(timeout=30)
-    assert worker.returncode == -signal.SIGKILL
-    airline.release(tool)
-
-
-def _resume(store: str, models: ModelServer, airline: McpBooks) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        _worker(store, models, airline, "resume"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture
@@ -74,10 +39,10 @@ def test_killed_in_a_destructive_call_the_resume_is_indeterminate_naming_it(
 ) -> None:
     models, airline = servers
     store = f"sqlite:///{tmp_path}/state.db"
-    _kill_while_held(store, models, airline, "charge_card")
+    kill_while_held(store, models, airline, "charge_card")
     assert airline.charges == [("o-1", 42000)]
 
-    resumed = _resume(store, models, airline)
+    resumed = resume(store, models, airline)
     assert resumed.returncode == 4, resumed.stdout + resumed.stderr
     said = json.loads(resumed.stdout)
     assert said["indeterminate"] == ["call_2_0"]
@@ -91,9 +56,9 @@ def test_killed_in_a_read_only_call_the_resume_simply_makes_it_again(
 ) -> None:
     models, airline = servers
     store = f"sqlite:///{tmp_path}/state.db"
-    _kill_while_held(store, models, airline, "search_flights")
+    kill_while_held(store, models, airline, "search_flights")
 
-    resumed = _resume(store, models, airline)
+    resumed = resume(store, models, airline)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert json.loads(resumed.stdout)["status"] == "completed"
     assert [len(airline.made(tool)) for tool in ("search_flights", "book_flight")] == [2, 1]
@@ -106,9 +71,9 @@ def test_killed_in_an_idempotent_call_the_resume_makes_it_again_with_the_same_ke
 ) -> None:
     models, airline = servers
     store = f"sqlite:///{tmp_path}/state.db"
-    _kill_while_held(store, models, airline, "book_flight")
+    kill_while_held(store, models, airline, "book_flight")
 
-    resumed = _resume(store, models, airline)
+    resumed = resume(store, models, airline)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     first, second = airline.made("book_flight")
     assert first.key is not None

@@ -38,6 +38,7 @@ STABLE_REASONS = {
     Outcome.DEADLINE_EXCEEDED: ("False", "Failed"),
     Outcome.SUSPENDED: ("Unknown", "Suspended"),
     Outcome.AGENT_NOT_REGISTERED: ("Unknown", "AgentNotRegistered"),
+    Outcome.AGENT_NOT_READY: ("Unknown", "AgentNotReady"),
     Outcome.TENANT_NOT_ALLOWED: ("False", "TenantNotAllowed"),
     Outcome.INDETERMINATE: ("Unknown", "Indeterminate"),
     Outcome.REVISION_MISMATCH: ("False", "RevisionMismatch"),

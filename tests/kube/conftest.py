@@ -29,6 +29,7 @@ from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer, redis_server
 
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
+AGENT_CRD = REPO / "crds" / "agents.agentrun.dev.yaml"
 CHART = REPO / "charts" / "agentrun-operator"
 ACCESS_CONTROL = ("templates/decision-policy.yaml", "templates/user-roles.yaml")
 """The chart's cluster-wide objects besides the CRD."""
@@ -45,11 +46,16 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 
 @pytest.fixture(scope="session")
 def cluster(control_plane: ControlPlane) -> Kube:
-    """The cluster with the AgentRun CRD installed and Established, in namespace default."""
+    """The cluster with the AgentRun and Agent CRDs installed and Established, in namespace
+    default."""
     kube = Kube(control_plane, "default", kubectl_binary())
-    kube.kubectl("apply", "--server-side", "-f", str(CRD))
+    kube.kubectl("apply", "--server-side", "-f", str(CRD), "-f", str(AGENT_CRD))
     kube.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/agentruns.agentrun.dev"
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/agentruns.agentrun.dev",
+        "crd/agents.agentrun.dev",
     )
     only = [arg for template in ACCESS_CONTROL for arg in ("--show-only", template)]
     rendered = kube.helm(helm_binary(), "template", "agentrun", str(CHART), *only).stdout

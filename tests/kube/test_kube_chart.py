@@ -65,10 +65,12 @@ def container_of(deployment: Manifest) -> Manifest:
     return dict(container)
 
 
-def test_chart_carries_the_canonical_crd_byte_for_byte() -> None:
-    canonical = (REPO / "crds" / "agentruns.agentrun.dev.yaml").read_bytes()
-    assert [p.name for p in (CHART / "files").iterdir()] == ["agentruns.agentrun.dev.yaml"]
-    assert (CHART / "files" / "agentruns.agentrun.dev.yaml").read_bytes() == canonical
+def test_chart_carries_the_canonical_crds_byte_for_byte() -> None:
+    canonical = sorted(p.name for p in (REPO / "crds").iterdir())
+    assert canonical == ["agentruns.agentrun.dev.yaml", "agents.agentrun.dev.yaml"]
+    assert sorted(p.name for p in (CHART / "files").iterdir()) == canonical
+    for name in canonical:
+        assert (CHART / "files" / name).read_bytes() == (REPO / "crds" / name).read_bytes()
     assert not (CHART / "crds").exists(), "Helm installs crds/ once and never upgrades it"
 
 
@@ -430,6 +432,9 @@ def test_helm_install_creates_the_objects_with_least_privilege(
         ("watch", "agentruns.agentrun.dev"),
         ("patch", "agentruns.agentrun.dev"),
         ("patch", "agentruns.agentrun.dev/status"),
+        ("watch", "agents.agentrun.dev"),
+        ("patch", "agents.agentrun.dev/status"),
+        ("get", "secrets"),  # a declared agent's key, read by name at each request
         ("create", "events"),
         ("get", "namespaces"),
         ("watch", "customresourcedefinitions.apiextensions.k8s.io"),
@@ -440,7 +445,9 @@ def test_helm_install_creates_the_objects_with_least_privilege(
         ("create", "agentruns.agentrun.dev"),
         ("update", "agentruns.agentrun.dev"),
         ("update", "agentruns.agentrun.dev/finalizers"),
-        ("get", "secrets"),
+        ("create", "agents.agentrun.dev"),
+        ("list", "secrets"),  # Secrets by name only: the operator cannot enumerate them
+        ("watch", "secrets"),
         ("create", "pods"),
         ("list", "configmaps"),
         ("list", "namespaces"),

@@ -41,6 +41,18 @@ def cluster_of_its_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kub
         yield kube
 
 
+DECLARED_AGENTS: set[Grant] = {
+    ("agentrun.dev", "agents", "get"),
+    ("agentrun.dev", "agents", "list"),
+    ("agentrun.dev", "agents", "watch"),
+    ("agentrun.dev", "agents", "patch"),
+    ("agentrun.dev", "agents/status", "patch"),
+    ("", "secrets", "get"),
+}
+"""The grants only a declared agent uses (an ``Agent`` resource, the Secrets it names): a booking
+of the image's agent leaves them unused; tests/kube/test_kube_agents.py is what exercises them."""
+
+
 def granted(rendered: str) -> set[Grant]:
     """Every (group, resource, verb) the rendered Roles and ClusterRoles grant."""
     grants: set[Grant] = set()
@@ -115,4 +127,6 @@ def test_the_operator_needs_every_grant_of_the_chart_and_no_other(
     audited = plane.audited(f"system:serviceaccount:{kube.namespace}:{service_account}")
     denied = [e for e in audited if e["responseStatus"]["code"] == 403]
     assert denied == [], [(e["verb"], e["requestURI"]) for e in denied]
-    assert used(audited) == granted(rendered)
+    unused = granted(rendered) - used(audited)
+    assert used(audited) <= granted(rendered)
+    assert unused <= DECLARED_AGENTS, sorted(unused - DECLARED_AGENTS)

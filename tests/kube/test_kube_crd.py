@@ -19,7 +19,12 @@ from tests.support.kube import REPO, Kube
 
 from agentrun.operator.resource import API_VERSION, KIND, AgentRunSpec, AgentRunStatus
 
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+EXAMPLES = sorted(
+    path
+    for path in (REPO / "examples").glob("*.yaml")
+    if yaml.safe_load(path.read_text())["kind"] == "AgentRun"
+)
+"""The AgentRun examples (the Agent ones are tests/kube/test_kube_agent_crd.py's)."""
 
 Manifest = dict[str, Any]
 

@@ -261,7 +261,7 @@ class OperatorRelease:
         self.kube.kubectl("delete", "pv", self.redis_volume, "--ignore-not-found", "--wait=false")
 
 
-CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
+CRDS = ("agentruns.agentrun.dev", "agents.agentrun.dev")
 CLUSTER_WIDE_OFF: dict[str, Any] = {"crds": {"enabled": False}}
 """What every e2e release sets unless its test says otherwise: the CRD is the session's (applied
 once, ``apply_crd``), not any release's, so that a release's uninstall keeping it (``crds.keep``)
@@ -269,20 +269,20 @@ does not leave it owned by a release the next module's install would collide wit
 
 
 def apply_crd(kube: Kube) -> None:
-    """The AgentRun CRD as this checkout has it, owned by no release."""
-    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    """The CRDs as this checkout has them, owned by no release."""
+    for name in CRDS:
+        path = REPO / "crds" / f"{name}.yaml"
+        kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
 
 
 def adopt_crd(kube: Kube, release: str) -> None:
-    """Hand the CRD to ``release`` in ``kube``'s namespace (the chart's check says how), for a
+    """Hand the CRDs to ``release`` in ``kube``'s namespace (the chart's check says how), for a
     test of the chart's CRD policy (``crds.enabled=true``)."""
     kube.kubectl(
-        "annotate", "--overwrite", "crd", "agentruns.agentrun.dev",
+        "annotate", "--overwrite", "crd", *CRDS,
         f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={kube.namespace}",
     )  # fmt: skip
-    kube.kubectl(
-        "label", "--overwrite", "crd", "agentruns.agentrun.dev", "app.kubernetes.io/managed-by=Helm"
-    )
+    kube.kubectl("label", "--overwrite", "crd", *CRDS, "app.kubernetes.io/managed-by=Helm")
 
 
 def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

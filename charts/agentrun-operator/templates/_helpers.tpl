@@ -74,7 +74,9 @@ value that creates it: Helm's own refusal names no value to change. lookup answe
 {{- define "agentrun-operator.checkClusterObjects" -}}
 {{- $wanted := list }}
 {{- if .Values.crds.enabled }}
-{{- $wanted = append $wanted (list "crds.enabled" "apiextensions.k8s.io/v1" "CustomResourceDefinition" "agentruns.agentrun.dev") }}
+{{- range list "agentruns.agentrun.dev" "agents.agentrun.dev" }}
+{{- $wanted = append $wanted (list "crds.enabled" "apiextensions.k8s.io/v1" "CustomResourceDefinition" .) }}
+{{- end }}
 {{- end }}
 {{- if .Values.accessControl.decisionPolicy }}
 {{- range list "ValidatingAdmissionPolicy" "ValidatingAdmissionPolicyBinding" }}

@@ -1,10 +1,12 @@
-"""What every handler of one operator process shares: config, stores, API, metrics, agents."""
+"""What every handler of one operator process shares: config, stores, API, metrics, agents
+(those in the image, and the resolver that also finds Agent resources)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from agentrun.backend import Backend
+from agentrun.operator.agent_resolver import AgentResolver
 from agentrun.operator.config import OperatorConfig
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
@@ -21,3 +23,4 @@ class OperatorContext:
     api: KubeApi
     metrics: Metrics
     agents: dict[str, RegisteredAgent]
+    resolver: AgentResolver

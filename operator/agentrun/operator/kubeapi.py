@@ -3,19 +3,28 @@
 kopf watches, dispatches and posts events, but its patches are merge patches of its own making.
 A fenced status write needs a JSON patch whose ``test`` operation the API server evaluates
 atomically against the stored object — that is what lets the API server, not the operator,
-refuse a superseded replica's write. So status writes, finalizer edits and the namespace lookup
-go through the official client (in a thread, since it blocks).
+refuse a superseded replica's write. So status writes, finalizer edits, the namespace lookup and
+what a declared agent needs (its Agent, its Secrets) go through the official client.
+
+That client blocks, so its calls run in a thread pool of their own (``THREADS``), never on the
+event loop's default executor: whatever else a process puts there (a tool's blocking work, a
+library's DNS lookups) cannot make a fenced status write wait, and a slow Kubernetes call cannot
+hold up anything else. The client's connection pool is sized to the thread pool, so a thread never
+waits for a connection either.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, cast
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from agentrun.operator.agent_resource import AGENT_PLURAL
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
 
 JSON_PATCH = "application/json-patch+json"
@@ -25,12 +34,20 @@ class Rejected(Exception):
     """The API server refused a patch: a failed ``test`` (superseded) or a conflict."""
 
 
+THREADS = 32
+"""Kubernetes calls one process has in flight at most; each takes milliseconds."""
+
+T = TypeVar("T")
+
+
 def _load() -> client.ApiClient:
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     else:
         config.load_kube_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient()
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = THREADS
+    return client.ApiClient(configuration)
 
 
 class KubeApi:
@@ -38,6 +55,11 @@ class KubeApi:
         self._client = api_client or _load()
         self._objects = client.CustomObjectsApi(self._client)
         self._core = client.CoreV1Api(self._client)
+        self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="kubeapi")
+
+    async def _off_loop(self, call: Callable[[], T]) -> T:
+        """``call`` in this client's own threads (see the module's notes)."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         def call() -> dict[str, Any] | None:
@@ -51,7 +73,7 @@ class KubeApi:
                     return None
                 raise
 
-        return await asyncio.to_thread(call)
+        return await self._off_loop(call)
 
     async def patch_status(
         self, namespace: str, name: str, operations: list[dict[str, Any]]
@@ -70,7 +92,7 @@ class KubeApi:
                     raise Rejected(error.body) from error
                 raise
 
-        return await asyncio.to_thread(call)
+        return await self._off_loop(call)
 
     async def pin_status(self, current: dict[str, Any], key: str, value: str) -> None:
         """Write ``status.<key>`` once, decided from ``current``: the patch tests the
@@ -98,14 +120,45 @@ class KubeApi:
                 if error.status != 404:
                     raise
 
-        await asyncio.to_thread(call)
+        await self._off_loop(call)
 
     async def namespace_labels(self, namespace: str) -> dict[str, str]:
         def call() -> dict[str, str]:
             found = self._core.read_namespace(namespace)
             return dict((found.metadata and found.metadata.labels) or {})
 
-        return await asyncio.to_thread(call)
+        return await self._off_loop(call)
+
+    # -- what a declared agent needs: its Agent resource and the Secrets it references ---------
+
+    async def get_agent(self, namespace: str, name: str) -> dict[str, Any] | None:
+        def call() -> dict[str, Any] | None:
+            try:
+                found = self._objects.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, AGENT_PLURAL, name
+                )
+                return cast(dict[str, Any], found)
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+
+        return await self._off_loop(call)
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The Secret's data (base64, as the API server gives it); None if there is none."""
+
+        def call() -> dict[str, str] | None:
+            try:
+                found = self._core.read_namespaced_secret(name, namespace)
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+            return {key: str(value) for key, value in (found.data or {}).items()}
+
+        return await self._off_loop(call)
 
     def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
         self._client.close()  # type: ignore[no-untyped-call]

@@ -14,6 +14,7 @@ import kopf
 
 from agentrun.errors import ConfigurationError
 from agentrun.operator import events
+from agentrun.operator.agent_resolver import AgentResolver
 from agentrun.operator.config import DEFAULT_CONTROLLER, OperatorConfig
 from agentrun.operator.context import OperatorContext
 from agentrun.operator.forget import Forgetting
@@ -67,8 +68,14 @@ async def start(
     metrics = Metrics()
     metrics.serve(config.metrics_port)
     agents = registered_agents()
+    api = KubeApi()
     memo.context = OperatorContext(
-        config=config, backend=backend, api=KubeApi(), metrics=metrics, agents=agents
+        config=config,
+        backend=backend,
+        api=api,
+        metrics=metrics,
+        agents=agents,
+        resolver=AgentResolver(api, agents),
     )
     memo.forgetting = Forgetting()
     logger.info(
@@ -87,4 +94,5 @@ async def stop(memo: Any) -> None:
     context: OperatorContext | None = getattr(memo, "context", None)
     if context is not None:
         await context.backend.close()
+        await context.resolver.aclose()
         context.api.close()

@@ -4,6 +4,7 @@
 * ``observer`` — every watch event: the runs gauge, forgetting a deleted run under its lease,
   a finished run's ``observedGeneration``.
 * ``lifecycle`` — start-up and shut-down.
+* ``agent_probe`` — a timer per Agent that probes its endpoints and writes its status.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 import kopf
 
+from agentrun.operator.agent_probe import TICK, due, probe
+from agentrun.operator.agent_resource import AGENT_PLURAL
 from agentrun.operator.claims import ours
 from agentrun.operator.conditions import is_terminal
 from agentrun.operator.lifecycle import start, stop
@@ -80,3 +83,12 @@ async def run_agent(
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def seen(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
     await observe(memo.context, memo.forgetting, str(event.get("type")), body)
+
+
+@kopf.timer(GROUP, VERSION, AGENT_PLURAL, interval=TICK, backoff=RETRY_AFTER)
+async def probe_agent(*, body: kopf.Body, memo: Any, patch: kopf.Patch, **_: Any) -> None:
+    # Decided here at each tick, not by a ``when`` filter: kopf evaluates those only when the
+    # object changes, so a timer filtered out after a probe would never tick again.
+    if due(body):
+        context = memo.context
+        patch.status.update(await probe(context.api, context.resolver.connections, body))

@@ -25,6 +25,7 @@ from agentrun.errors import AgentRunError, IndeterminateToolCallError, NothingCh
 from agentrun.frontier import Checkpoint
 from agentrun.leases import RunLease
 from agentrun.operator import conditions as c
+from agentrun.operator.agent_resolver import ResolvedAgent
 from agentrun.operator.answers import record_approvals, record_resolutions, waiting_on_people
 from agentrun.operator.claims import claim
 from agentrun.operator.context import OperatorContext
@@ -38,7 +39,7 @@ from agentrun.operator.resource import AgentRunSpec
 from agentrun.operator.witness import is_parked, pin_tenant, refuse_fresh_start_if_lost
 from agentrun.outcomes import SUCCEEDED, Outcome
 from agentrun.runner.loop import AgentRunner
-from agentrun.runner.registry import AgentNotRegisteredError, RegisteredAgent
+from agentrun.runner.registry import RegisteredAgent
 from agentrun.runner.results import RunResult
 
 RETRY_BACKOFF = 2.0
@@ -117,10 +118,10 @@ class RunWorker:
             if c.is_terminal(current.get("conditions") or []) or is_parked(current):
                 return
             spec = self._spec()
-            registered = self.context.agents.get(spec.agent)
-            if registered is None:
-                unknown = AgentNotRegisteredError(spec.agent, self.context.agents)
-                await self._idle(unknown.outcome, str(unknown))
+            try:  # an Agent resource of that name, else one in the image (agent_resolver)
+                resolved = await self.context.resolver.resolve(self.namespace, spec.agent)
+            except AgentRunError as unusable:  # none, not ready yet, a secret it lists missing
+                await self._idle(unusable.outcome, str(unusable))
                 continue
             if spec.suspend:
                 await self._idle(Outcome.SUSPENDED, Outcome.SUSPENDED.meaning)
@@ -146,7 +147,7 @@ class RunWorker:
             if waiting_on_people(spec, fresh.get("status") or {}):
                 await self._pause()
                 continue
-            await self._attempt(spec, registered)
+            await self._attempt(spec, resolved)
 
     async def _idle(self, outcome: Outcome, message: str) -> None:
         """Say why the run is not going on — unless a holder is still finishing its step: then
@@ -182,10 +183,10 @@ class RunWorker:
             await refuse_fresh_start_if_lost(self.context, self.namespace, self.name, lease)
         await self.report.took_lease(lease, resumed)
 
-    async def _attempt(self, spec: AgentRunSpec, registered: RegisteredAgent) -> None:
-        runner = self._runner(spec, registered)
-        agent = registered.definition
-        budget = spec.budget.max_cost_micros if spec.budget else None
+    async def _attempt(self, spec: AgentRunSpec, resolved: ResolvedAgent) -> None:
+        runner = self._runner(spec, resolved.registered)
+        agent = resolved.registered.definition
+        budget = spec.budget.max_cost_micros if spec.budget else resolved.budget_micros
         backend = self.context.backend
         self.report.status.release()
         await record_approvals(backend.idempotency, self.tenant, self.run_id, spec)

@@ -1,7 +1,8 @@
 """A real worker process running the declared booking agent: the fake model server and the
-booking MCP server are the test's, on loopback; the store is an SQLite file.
+booking MCP server are its caller's (``declared_crash``, a test), on loopback; the store is an
+SQLite file.
 
-    python declared_worker.py STORE_URL MODEL_URL MCP_URL MODE
+    python -m agentrun.demo.declared_worker STORE_URL MODEL_URL MCP_URL MODE
 
 MODE is ``start`` or ``resume`` (which waits for a dead worker's lease to lapse). Nothing here
 kills anything: the test SIGKILLs this process while the MCP server holds one of its calls.
@@ -16,23 +17,22 @@ import json
 import os
 import sys
 
-from agentrun import open_backend
 from agentrun.demo.declared import AIRLINE_TOKEN, MODEL_KEY, booking_spec
 from agentrun.errors import IndeterminateToolCallError, RunLeaseError
 from agentrun.leases import LeasePolicy
 from agentrun.runner.declared import DeclaredAgent
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.secrets import MappingSecrets
+from agentrun.stores.sqlite import open_backend
 
-STORE, MODEL_URL, MCP_URL, MODE = sys.argv[1:5]
 TENANT, RUN_ID = "crash", "run-1"
 SECRETS = MappingSecrets({"/".join(MODEL_KEY): "model-key", "/".join(AIRLINE_TOKEN): "token"})
 
 
-async def main() -> int:
-    spec = booking_spec(provider="openai", model_url=MODEL_URL, mcp_url=MCP_URL)
+async def main(store: str, model_url: str, mcp_url: str, mode: str) -> int:
+    spec = booking_spec(provider="openai", model_url=model_url, mcp_url=mcp_url)
     declared = await DeclaredAgent.build("booking-declared", spec, secrets=SECRETS)
-    backend = await open_backend(STORE)
+    backend = await open_backend(store)
     runner = AgentRunner.on_backend(
         backend,
         declared.registered(),
@@ -40,7 +40,7 @@ async def main() -> int:
         holder=f"declared-worker-{os.getpid()}",
     )
     try:
-        if MODE == "start":
+        if mode == "start":
             result = await runner.run(declared.definition, "go", tenant=TENANT, run_id=RUN_ID)
         else:
             for _ in range(100):
@@ -63,4 +63,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    raise SystemExit(asyncio.run(main(*sys.argv[1:5])))

@@ -1,0 +1,50 @@
+"""The operator's Kubernetes calls do not queue behind whatever fills the default executor.
+
+The event loop's default executor holds ``min(32, cores + 4)`` threads — 6 on a 2-core replica —
+and anything may fill it: a tool's blocking work, ``asyncio.to_thread`` in a library. A fenced
+status write that waited there would be late by as long as the slowest of them. ``KubeApi`` has a
+pool of its own; this fills the default executor with sleeping calls and times a read and a status
+patch against the real API server meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from kubernetes.config import new_client_from_config
+from tests.support.agentruns import apply_run
+from tests.support.kube import Kube
+
+from agentrun.operator.kubeapi import KubeApi
+
+BLOCKED_FOR = 3.0
+
+
+def test_kube_calls_do_not_wait_for_a_full_default_executor(kube: Kube) -> None:
+    apply_run(kube, "unblocked", "nobody")
+
+    async def measure() -> float:
+        # The client's loader is untyped; it returns an ApiClient.
+        api = KubeApi(new_client_from_config(config_file=str(kube.kubeconfig)))  # type: ignore[no-untyped-call]
+        try:
+            await api.namespace_labels(kube.namespace)  # connections made, threads started
+            blockers = [
+                asyncio.create_task(asyncio.to_thread(time.sleep, BLOCKED_FOR)) for _ in range(64)
+            ]
+            await asyncio.sleep(0.1)
+            started = time.monotonic()
+            assert await api.get(kube.namespace, "unblocked") is not None
+            await api.patch_status(
+                kube.namespace,
+                "unblocked",
+                [{"op": "add", "path": "/status", "value": {"iteration": 0}}],
+            )
+            took = time.monotonic() - started
+            await asyncio.gather(*blockers)
+            return took
+        finally:
+            api.close()
+
+    took = asyncio.run(measure())
+    assert took < BLOCKED_FOR / 3, f"a read and a status patch took {took:.2f}s"
