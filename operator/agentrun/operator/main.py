@@ -91,4 +91,10 @@ async def probe_agent(*, body: kopf.Body, memo: Any, patch: kopf.Patch, **_: Any
     # object changes, so a timer filtered out after a probe would never tick again.
     if due(body):
         context = memo.context
-        patch.status.update(await probe(context.api, context.resolver.connections, body))
+        status = await probe(context.api, context.resolver.connections, body)
+        # What an endpoint answered (an error body may echo a header) goes through the one
+        # masking path like every other status write; the revision is a digest, kept as it is.
+        masker = context.backend.masker
+        patch.status.update(
+            {k: v if k == "revision" else masker.json(v) for k, v in status.items()}
+        )
