@@ -1,0 +1,680 @@
+"""A whole booking run through ``AgentRunner`` against the same run in a LangGraph graph.
+
+``make bench-peers`` (``hack/bench-peers.sh``) runs this in a virtualenv of its own with
+``langgraph`` and its PostgreSQL and SQLite checkpointers (LangGraph is no dependency of the
+project). The conversation is ``bench.checkpoint_write``'s booking conversation: per turn the
+model answers with a few hundred characters and one ``search_flights`` call, whose JSON result is
+about 4 KB; a turn is two durable boundaries on either side (ours: after the model call, after the
+tool result; LangGraph: the ``agent`` step and the ``tools`` step). The model and the tool are
+scripted and cost nothing, so what the run costs beyond the same run without any checkpointing
+is the checkpointing.
+
+* ours -- ``AgentRunner`` as ``on_backend`` builds it (redaction on, transcript out of line, one
+  commit per boundary; leases and the ledger on the same store), ``search_flights`` read-only;
+* LangGraph -- a ``StateGraph`` of an ``agent`` and a ``tools`` node whose ``messages`` channel
+  holds LangChain messages, compiled with ``AsyncPostgresSaver`` / ``AsyncSqliteSaver`` and run
+  with ``durability="sync"`` (each step's checkpoint is written before the next step starts, as
+  ours is): the default channel (a reducer that appends, the whole list stored at every step)
+  and ``DeltaChannel`` (only each step's new messages stored, a full snapshot every 100 updates).
+
+Per turn: the time spent checkpointing (ours: ``Checkpointer.write``, which masks, encodes and
+commits; LangGraph: its saver's ``aput`` and ``aput_writes``), median and p99 over the run and
+the median of the last 20 turns. Per run: the sum of that, and the end-to-end time less the same
+run with no checkpointing at all (ours: memory stores and no boundary written; LangGraph: no
+checkpointer). Bytes handed to the store (ours: frontier and segment of every commit; LangGraph:
+what its serializer produced), bytes the store keeps for the run afterwards, and the resume:
+ours ``read_and_plan`` (frontier, whole transcript, the run's records) from a fresh backend,
+LangGraph ``aget_state`` on a freshly opened saver (its latest checkpoint, the channel values,
+for ``DeltaChannel`` the replayed writes). Ratios are within one run of this command.
+
+PostgreSQL is one server started by the test tooling with ``fsync`` on (as deployed), a database
+for each side; SQLite files are WAL with ``synchronous=FULL`` on both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import importlib
+import operator
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any, TypedDict
+
+import asyncpg
+from pydantic import JsonValue
+from tests.support.postgres_server import postgres_server
+from tests.support.redis_server import redis_server
+
+from agentrun import open_backend
+from agentrun.backend import StoreSet
+from agentrun.boundary import BoundaryCommit, BoundaryStore
+from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
+from agentrun.frontier import Checkpoint
+from agentrun.leases import LeasePolicy
+from agentrun.messages import Message
+from agentrun.resume import read_and_plan
+from agentrun.runner import AgentDefinition, AgentRunner, ScriptedProvider, tool
+from agentrun.runner.providers.base import ModelReply, Provider
+from agentrun.stores.memory import MemoryBackend
+from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
+from bench.boundaries import TRIPS, counted, stored_bytes
+from bench.checkpoint_write import _opening, _turn, chosen_servers, run_on_servers
+
+TURNS = (200, 1000)
+QUICK_TURNS = (20, 100)
+LAST = 20
+WARM_UP_TURNS = 10
+TENANT = "bench"
+SERVERS = ("sqlite", "redis", "postgres")
+MISSING = (
+    "bench.peers_run needs langgraph and its checkpointers, which the project does not depend "
+    "on: run `make bench-peers` (hack/bench-peers.sh), which installs them in a virtualenv of "
+    "its own"
+)
+
+
+def _langgraph(module: str) -> ModuleType:
+    """A LangGraph module, imported when the bench runs (typed loosely: the main dev
+    environment, where mypy checks this file, has no LangGraph)."""
+    return importlib.import_module(module)
+
+
+# -- the conversation ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Booking:
+    """The scripted conversation: the opening, the model's replies, the tool's results."""
+
+    system: str
+    user: str
+    replies: tuple[dict[str, JsonValue], ...]
+    results: tuple[str, ...]
+
+    @classmethod
+    def of(cls, turns: int) -> Booking:
+        rng = random.Random(11)
+        system, user = _opening(rng)
+        replies: list[dict[str, JsonValue]] = []
+        results: list[str] = []
+        for index in range(turns):
+            assistant, result = _turn(rng, index)
+            (call,) = assistant.tool_calls
+            replies.append(
+                {
+                    "text": assistant.text,
+                    "tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}],
+                    "usage": {"input_tokens": 1_900, "output_tokens": 160},
+                }
+            )
+            results.append(result.text)
+        replies.append({"text": "Booked.", "usage": {"input_tokens": 1_900, "output_tokens": 5}})
+        return cls(system.text, user.text, tuple(replies), tuple(results))
+
+    @property
+    def turns(self) -> int:
+        return len(self.results)
+
+
+class Turns:
+    """Which turn the run is in (the model call that opens it counts it), and what each turn
+    spent checkpointing."""
+
+    def __init__(self) -> None:
+        self.current = -1
+        self.spent: list[float] = []
+        self.handed = 0
+
+    def next(self) -> None:
+        self.current += 1
+        self._reach(self.current)
+
+    def add(self, seconds: float) -> None:
+        """Count ``seconds`` to the current turn (to the first, before the first model call)."""
+        turn = max(self.current, 0)
+        self._reach(turn)
+        self.spent[turn] += seconds
+
+    def _reach(self, turn: int) -> None:
+        self.spent.extend([0.0] * (turn + 1 - len(self.spent)))
+
+
+@dataclass
+class Measured:
+    """One side's run: checkpoint ms per turn, end to end, bytes, resume."""
+
+    side: str
+    server: str
+    turns: int
+    per_turn_ms: list[float]
+    end_to_end_s: float
+    baseline_s: float
+    handed: int
+    stored: int
+    resume_ms: float
+    resume_trips: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def checkpoint_s(self) -> float:
+        return sum(self.per_turn_ms) / 1000
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.per_turn_ms)
+
+    @property
+    def p99_ms(self) -> float:
+        ordered = sorted(self.per_turn_ms)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+    @property
+    def last_ms(self) -> float:
+        return statistics.median(self.per_turn_ms[-LAST:])
+
+
+# -- ours ------------------------------------------------------------------------------------
+
+
+class CountingProvider:
+    """The scripted model, counting turns."""
+
+    def __init__(self, script: Sequence[dict[str, JsonValue]], turns: Turns) -> None:
+        self.inner = ScriptedProvider(script)
+        self.turns = turns
+
+    async def complete(
+        self,
+        *,
+        model: str,
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, JsonValue]],
+    ) -> ModelReply:
+        self.turns.next()
+        return await self.inner.complete(model=model, messages=messages, tools=tools)
+
+
+class CountingBoundaries:
+    """The backend's ``BoundaryStore``, counting the bytes each commit hands it."""
+
+    def __init__(self, inner: BoundaryStore, turns: Turns) -> None:
+        self.inner = inner
+        self.turns = turns
+
+    async def commit(self, boundary: BoundaryCommit) -> int | None:
+        self.turns.handed += len(boundary.frontier) + len(boundary.segment or b"")
+        return await self.inner.commit(boundary)
+
+
+def booking_agent(booking: Booking) -> AgentDefinition:
+    results = iter(booking.results)
+
+    @tool(read_only=True)
+    async def search_flights(query: str, filters: dict[str, JsonValue], page: int) -> str:
+        """Search flights (read-only)."""
+        return next(results)
+
+    return AgentDefinition(
+        name="booking",
+        instructions=booking.system,
+        model="scripted",
+        tools=(search_flights,),
+        max_iterations=booking.turns + 1,
+    )
+
+
+def our_runner(backend: StoreSet, booking: Booking, turns: Turns, *, durable: bool) -> AgentRunner:
+    """``on_backend``'s runner with the counting provider and boundary store; ``durable`` False
+    writes no boundary at all (the baseline)."""
+    provider: Provider = CountingProvider(booking.replies, turns)
+
+    async def observed(_: Checkpoint, receipt: WriteReceipt | None, __: Exception | None) -> None:
+        if receipt is not None:
+            turns.add(receipt.seconds)
+
+    return AgentRunner(
+        provider=provider,
+        idempotency=backend.idempotency,
+        checkpoints=Checkpointer(
+            backend.checkpoints,
+            None if durable else CheckpointPolicy(boundaries=frozenset()),
+            history=backend.history,
+            masker=backend.masker,
+            boundaries=None
+            if backend.boundaries is None
+            else CountingBoundaries(backend.boundaries, turns),
+        ),
+        leases=backend.leases,
+        ledger=backend.ledger,
+        lease_policy=LeasePolicy(),
+        holder="bench",
+        on_boundary=observed,
+    )
+
+
+async def run_ours(backend: StoreSet, booking: Booking, run_id: str, *, durable: bool) -> Turns:
+    turns = Turns()
+    runner = our_runner(backend, booking, turns, durable=durable)
+    result = await runner.run(booking_agent(booking), booking.user, tenant=TENANT, run_id=run_id)
+    if result.status.value != "completed":
+        raise RuntimeError(f"our run {run_id} stopped {result.status.value}: {result!r}")
+    return turns
+
+
+async def measure_ours(server: str, url: str, booking: Booking, baseline_s: float) -> Measured:
+    run_id = f"ours-{booking.turns}"
+    backend = await open_backend(url)
+    assert isinstance(backend, StoreSet)
+    try:
+        gc.collect()
+        started = time.perf_counter()
+        turns = await run_ours(backend, booking, run_id, durable=True)
+        end_to_end = time.perf_counter() - started
+        stored, _, _ = await stored_bytes(server, backend, url, run_id)
+    finally:
+        await backend.close()
+    resumed = await open_backend(url)  # a fresh worker: nothing remembered
+    assert isinstance(resumed, StoreSet)
+    try:
+        checkpointer = Checkpointer(resumed.checkpoints, history=resumed.history)
+        gc.collect()
+        with TRIPS.measure() as trips:
+            started = time.perf_counter()
+            _, messages, _ = await read_and_plan(
+                checkpointer, resumed.idempotency, TENANT, run_id, history=resumed.history
+            )
+            resume_ms = (time.perf_counter() - started) * 1000
+    finally:
+        await resumed.close()
+    if len(messages) != 3 + 2 * booking.turns:
+        raise RuntimeError(f"ours on {server}: resumed {len(messages)} messages")
+    return Measured(
+        "ours",
+        server,
+        booking.turns,
+        [s * 1000 for s in turns.spent[: booking.turns]],
+        end_to_end,
+        baseline_s,
+        turns.handed,
+        stored,
+        resume_ms,
+        str(trips["round trips"]),
+    )
+
+
+async def ours_baseline(booking: Booking) -> float:
+    """The same run with no checkpoint written, on memory stores."""
+    gc.collect()
+    started = time.perf_counter()
+    await run_ours(MemoryBackend(), booking, "baseline", durable=False)
+    return time.perf_counter() - started
+
+
+# -- LangGraph -------------------------------------------------------------------------------
+
+
+def _append(state: list[Any], writes: Sequence[list[Any]]) -> list[Any]:
+    """``DeltaChannel``'s reducer: append every batch (associative, as it must be)."""
+    return [*state, *(message for batch in writes for message in batch)]
+
+
+def graph_of(booking: Booking, delta: bool, turns: Turns) -> Any:
+    """The ``agent`` / ``tools`` graph over ``messages``, uncompiled."""
+    graph_module = _langgraph("langgraph.graph")
+    core = _langgraph("langchain_core.messages")
+    channel: Any = (
+        _langgraph("langgraph.channels.delta").DeltaChannel(_append) if delta else operator.add
+    )
+
+    # Made by call: this module's annotations are strings, which LangGraph could not resolve.
+    state_schema = TypedDict("state_schema", {"messages": Annotated[list[Any], channel]})  # noqa: UP013
+
+    replies = iter(booking.replies)
+    results = iter(booking.results)
+
+    async def agent(state: Any) -> dict[str, Any]:
+        turns.next()
+        reply = next(replies)
+        calls = reply.get("tool_calls") or []
+        assert isinstance(calls, list)
+        message = core.AIMessage(
+            content=str(reply.get("text", "")),
+            tool_calls=[
+                {"id": c["id"], "name": c["name"], "args": c["arguments"]}
+                for c in calls
+                if isinstance(c, dict)
+            ],
+        )
+        return {"messages": [message]}
+
+    async def tools(state: Any) -> dict[str, Any]:
+        (call,) = state["messages"][-1].tool_calls
+        return {"messages": [core.ToolMessage(content=next(results), tool_call_id=call["id"])]}
+
+    def route(state: Any) -> str:
+        return "tools" if state["messages"][-1].tool_calls else graph_module.END
+
+    graph = graph_module.StateGraph(state_schema)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", tools)
+    graph.add_edge(graph_module.START, "agent")
+    graph.add_conditional_edges("agent", route)
+    graph.add_edge("tools", "agent")
+    return graph
+
+
+def timed_saver(saver: Any, turns: Turns) -> None:
+    """Time the saver's writes into the turn they belong to; count its serializer's bytes."""
+
+    def timing(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                turns.add(time.perf_counter() - started)
+
+        return call
+
+    saver.aput = timing(saver.aput)
+    saver.aput_writes = timing(saver.aput_writes)
+    dumps = saver.serde.dumps_typed
+
+    def counting(value: Any) -> Any:
+        kind, data = dumps(value)
+        turns.handed += len(data)
+        return kind, data
+
+    saver.serde.dumps_typed = counting
+
+
+async def run_graph(graph: Any, booking: Booking, checkpointer: Any, thread: str) -> int:
+    core = _langgraph("langchain_core.messages")
+    compiled = graph.compile(checkpointer=checkpointer)
+    config = {
+        "configurable": {"thread_id": thread},
+        "recursion_limit": 2 * booking.turns + 10,
+    }
+    kwargs = {"durability": "sync"} if checkpointer is not None else {}
+    final = await compiled.ainvoke(
+        {"messages": [core.SystemMessage(booking.system), core.HumanMessage(booking.user)]},
+        config,
+        **kwargs,
+    )
+    return len(final["messages"])
+
+
+async def langgraph_baseline(booking: Booking) -> float:
+    gc.collect()
+    started = time.perf_counter()
+    await run_graph(graph_of(booking, False, Turns()), booking, None, "baseline")
+    return time.perf_counter() - started
+
+
+@dataclass(frozen=True)
+class Saver:
+    """How to open one of LangGraph's savers, and to count what it keeps for a thread."""
+
+    server: str
+    open: Callable[[], contextlib.AbstractAsyncContextManager[Any]]
+    kept: Callable[[str], Awaitable[int]]
+
+
+async def measure_langgraph(
+    saver: Saver, booking: Booking, delta: bool, baseline_s: float
+) -> Measured:
+    thread = f"{'delta' if delta else 'default'}-{booking.turns}"
+    turns = Turns()
+    graph = graph_of(booking, delta, turns)
+    async with saver.open() as opened:
+        timed_saver(opened, turns)
+        gc.collect()
+        started = time.perf_counter()
+        count = await run_graph(graph, booking, opened, thread)
+        end_to_end = time.perf_counter() - started
+    if count != 3 + 2 * booking.turns:
+        raise RuntimeError(f"LangGraph on {saver.server}: the run ended with {count} messages")
+    async with saver.open() as fresh:  # a fresh worker: a saver of its own
+        compiled = graph_of(booking, delta, Turns()).compile(checkpointer=fresh)
+        gc.collect()
+        started = time.perf_counter()
+        state = await compiled.aget_state({"configurable": {"thread_id": thread}})
+        resume_ms = (time.perf_counter() - started) * 1000
+    if len(state.values["messages"]) != count:
+        raise RuntimeError(
+            f"LangGraph on {saver.server}: resumed {len(state.values['messages'])} messages"
+        )
+    return Measured(
+        "LangGraph, DeltaChannel" if delta else "LangGraph",
+        saver.server,
+        booking.turns,
+        [s * 1000 for s in turns.spent[: booking.turns]],
+        end_to_end,
+        baseline_s,
+        turns.handed,
+        await saver.kept(thread),
+        resume_ms,
+    )
+
+
+def postgres_saver(url: str) -> Saver:
+    saver_class = _langgraph("langgraph.checkpoint.postgres.aio").AsyncPostgresSaver
+
+    async def kept(thread: str) -> int:
+        connection = await asyncpg.connect(url)
+        try:
+            total = await connection.fetchval(
+                "SELECT (SELECT coalesce(sum(pg_column_size(c.*)), 0) FROM checkpoints c "
+                "WHERE thread_id = $1) + (SELECT coalesce(sum(pg_column_size(b.*)), 0) "
+                "FROM checkpoint_blobs b WHERE thread_id = $1) + (SELECT "
+                "coalesce(sum(pg_column_size(w.*)), 0) FROM checkpoint_writes w "
+                "WHERE thread_id = $1)",
+                thread,
+            )
+        finally:
+            await connection.close()
+        return int(total)
+
+    return Saver("PostgreSQL", lambda: saver_class.from_conn_string(url), kept)
+
+
+def sqlite_saver(path: Path) -> Saver:
+    saver_class = _langgraph("langgraph.checkpoint.sqlite.aio").AsyncSqliteSaver
+
+    @contextlib.asynccontextmanager
+    async def opened() -> AsyncIterator[Any]:
+        async with saver_class.from_conn_string(str(path)) as saver:
+            await saver.setup()
+            await saver.conn.execute("PRAGMA journal_mode=WAL")
+            await saver.conn.execute("PRAGMA synchronous=FULL")
+            yield saver
+
+    async def kept(thread: str) -> int:
+        connection = sqlite3.connect(path)
+        try:
+            (checkpoints,) = connection.execute(
+                "SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) "
+                "FROM checkpoints WHERE thread_id = ?",
+                (thread,),
+            ).fetchone()
+            (writes,) = connection.execute(
+                "SELECT coalesce(sum(length(value)), 0) FROM writes WHERE thread_id = ?",
+                (thread,),
+            ).fetchone()
+        finally:
+            connection.close()
+        return int(checkpoints) + int(writes)
+
+    return Saver("SQLite", opened, kept)
+
+
+# -- servers, runs, printing -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    ours_url: str
+    saver: Saver | None
+
+
+@contextlib.contextmanager
+def servers(folder: Path, names: Sequence[str]) -> Iterator[list[Server]]:
+    """Each server named, started on loopback (PostgreSQL with fsync on) and stopped by pid."""
+    with contextlib.ExitStack() as started:
+        found: list[Server] = []
+        for name in names:
+            if name == "sqlite":
+                (folder / "langgraph").mkdir()
+                saver = sqlite_saver(folder / "langgraph" / "checkpoints.db")
+                found.append(Server("SQLite", f"sqlite:///{folder / 'ours' / 'state.db'}", saver))
+            elif name == "redis":
+                found.append(
+                    Server("Redis", started.enter_context(redis_server(folder / "redis")).url, None)
+                )
+            else:
+                server = started.enter_context(postgres_server(durable=True))
+                ours = server.create_database("agentrun_bench")
+                server.psql(EXPECTED_CHECKPOINT_SCHEMA, "agentrun_bench")
+                saver = postgres_saver(server.create_database("langgraph_bench"))
+                found.append(Server("PostgreSQL", ours, saver))
+        yield found
+
+
+async def warm_up(found: Sequence[Server]) -> None:
+    """A short run on each side of each server first, unmeasured: the first commits into fresh
+    tables, a pool's first connections and LangGraph's first statements cost what no later one
+    does, and would otherwise land in whichever side runs first."""
+    booking = Booking.of(WARM_UP_TURNS)
+    for server in found:
+        await measure_ours(server.name, server.ours_url, booking, 0.0)
+        if server.saver is not None:
+            for delta in (False, True):
+                await measure_langgraph(server.saver, booking, delta, 0.0)
+
+
+async def setup_savers(found: Sequence[Server]) -> None:
+    for server in found:
+        if server.saver is not None:
+            async with server.saver.open() as saver:
+                await saver.setup()
+
+
+def print_table(rows: Sequence[Measured], turns: int) -> None:
+    print(
+        f"\n{turns} turns (2 boundaries a turn); checkpoint ms per turn: median, p99, median of "
+        f"the last {LAST}; per run in s"
+    )
+    header = (
+        f"{'server':<11} {'side':<24}| {'median':>7} {'p99':>7} {'last':>7} | {'per run':>7} "
+        f"{'e2e-none':>8} | {'handed':>12} {'stored':>12} | {'resume ms':>9} {'trips':>5}"
+    )
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        print(
+            f"{row.server:<11} {row.side:<24}| {row.median_ms:>7.2f} {row.p99_ms:>7.2f} "
+            f"{row.last_ms:>7.2f} | {row.checkpoint_s:>7.2f} "
+            f"{row.end_to_end_s - row.baseline_s:>8.2f} | {row.handed:>12,} {row.stored:>12,} | "
+            f"{row.resume_ms:>9.1f} {row.resume_trips:>5}"
+        )
+    print("\nRatios, ours / LangGraph's, same server (last-20 median, per run, bytes, resume)")
+    peers = [r for r in rows if r.side != "ours"]
+    for ours in (r for r in rows if r.side == "ours"):
+        for peer in (p for p in peers if p.server == ours.server):
+            print(
+                f"{ours.server:<11} / {peer.side:<24} per turn {ours.last_ms / peer.last_ms:>5.2f}x"
+                f" (median {ours.median_ms / peer.median_ms:.2f}x) | per run "
+                f"{ours.checkpoint_s / peer.checkpoint_s:>5.2f}x | handed "
+                f"{ours.handed / peer.handed:>6.3f}x | stored {ours.stored / peer.stored:>6.3f}x"
+                f" | resume {ours.resume_ms / peer.resume_ms:>5.2f}x"
+            )
+    if peers:
+        fastest = min(peers, key=lambda p: p.resume_ms)
+        for ours in (r for r in rows if r.side == "ours"):
+            print(
+                f"resume, ours on {ours.server} / LangGraph's fastest ({fastest.side} on "
+                f"{fastest.server}, {fastest.resume_ms:.1f} ms): "
+                f"{ours.resume_ms / fastest.resume_ms:.2f}x"
+            )
+
+
+async def run(names: Sequence[str], turn_counts: Sequence[int], full_at: int) -> None:
+    began = time.monotonic()
+    with (
+        tempfile.TemporaryDirectory(prefix="agentrun-bench-peers-run-") as folder,
+        servers(Path(folder), names) as found,
+        counted(),
+    ):
+        await setup_savers(found)
+        await warm_up(found)
+        for turns in turn_counts:
+            booking = Booking.of(turns)
+            ours_none = await ours_baseline(booking)
+            langgraph_none = await langgraph_baseline(booking)
+            print(
+                f"{turns} turns without checkpoints: ours {ours_none:.2f} s, "
+                f"LangGraph {langgraph_none:.2f} s",
+                flush=True,
+            )
+            rows: list[Measured] = []
+            for server in found:
+                rows.append(await measure_ours(server.name, server.ours_url, booking, ours_none))
+                print(f"  ours on {server.name}: {rows[-1].end_to_end_s:.1f} s", flush=True)
+                if server.saver is None:
+                    continue
+                for delta in (False, True):
+                    if not delta and turns > full_at:
+                        continue
+                    rows.append(
+                        await measure_langgraph(server.saver, booking, delta, langgraph_none)
+                    )
+                    print(
+                        f"  {rows[-1].side} on {server.name}: {rows[-1].end_to_end_s:.1f} s",
+                        flush=True,
+                    )
+            print_table(rows, turns)
+    print(f"\ndone in {time.monotonic() - began:.0f} s; servers stopped")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.peers_run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--servers", default=",".join(SERVERS), help="of sqlite,redis,postgres")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{QUICK_TURNS[0]} and {QUICK_TURNS[1]} turns"
+    )
+    parser.add_argument(
+        "--full-up-to",
+        type=int,
+        default=TURNS[0],
+        help="LangGraph's default channel (the whole list at every step: ~5 GB written at "
+        "1,000 turns) only up to this many turns (default %(default)s)",
+    )
+    args = parser.parse_args(argv)
+    names = chosen_servers(parser, args.servers, SERVERS)
+    try:
+        for module in ("langgraph.graph", "langgraph.checkpoint.postgres.aio"):
+            _langgraph(module)
+    except ImportError as missing:
+        print(f"{MISSING} ({missing})", file=sys.stderr)
+        return 2
+    turns = QUICK_TURNS if args.quick else TURNS
+    return run_on_servers(run(names, turns, max(args.full_up_to, turns[0])))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
