@@ -270,8 +270,11 @@ async def write_run(
 
 async def resume_run(server: str, backend: StoreSet, run_id: str, turns: int) -> ResumeRow:
     measured: list[tuple[int, float]] = []
-    for history in (backend.history, Walking(backend.history)):
-        checkpointer = Checkpointer(backend.checkpoints, history=history)
+    for history, boundaries in (
+        (backend.history, backend.boundaries),
+        (Walking(backend.history), None),
+    ):
+        checkpointer = Checkpointer(backend.checkpoints, history=history, boundaries=boundaries)
         with TRIPS.measure() as counts:
             started = time.perf_counter()
             _, messages, _ = await read_and_plan(

@@ -286,7 +286,9 @@ async def measure_ours(server: str, url: str, booking: Booking, baseline_s: floa
     resumed = await open_backend(url)  # a fresh worker: nothing remembered
     assert isinstance(resumed, StoreSet)
     try:
-        checkpointer = Checkpointer(resumed.checkpoints, history=resumed.history)
+        checkpointer = Checkpointer(
+            resumed.checkpoints, history=resumed.history, boundaries=resumed.boundaries
+        )
         gc.collect()
         with TRIPS.measure() as trips:
             started = time.perf_counter()

@@ -18,8 +18,9 @@ between the reply and the charge always could; the resume asks the model again a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -53,3 +54,19 @@ class BoundaryStore(Protocol):
         all or nothing; return the run's total spend after the charge (None without a charge).
         Raise ``StaleFenceError``, having written nothing, for a fence below the run's highest.
         """
+
+
+@runtime_checkable
+class RunReader(Protocol):
+    """A ``BoundaryStore`` that reads back what its commits made durable, in one round trip.
+
+    A resume needs the frontier and then every segment of the transcript it names: two reads of
+    one database, and a round trip each when made through the separate stores. A store whose
+    commits put both in one database can hand both over at once; the segments are as stored and
+    unverified (``load_chain`` checks every one it uses against its handle, as it does those of a
+    ``SegmentLister``).
+    """
+
+    async def read_run(self, tenant: str, run_id: str) -> tuple[bytes | None, Mapping[str, bytes]]:
+        """The run's frontier (None when it has none) and every segment of its transcript, by
+        handle, as stored."""

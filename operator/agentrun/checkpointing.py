@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -36,7 +36,7 @@ from pydantic import Field
 
 from agentrun._base import FrozenModel
 from agentrun.backend import CheckpointStore
-from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge
+from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge, RunReader
 from agentrun.errors import (
     CheckpointTooLargeError,
     ConfigurationError,
@@ -315,10 +315,30 @@ class Checkpointer:
         payload = await self.store.latest(tenant, run_id)
         return None if payload is None else decode(payload, run_id=run_id)
 
+    async def resumable(
+        self, tenant: str, run_id: str, history: HistoryStore | None = None
+    ) -> tuple[Checkpoint, tuple[Message, ...]] | None:
+        """The run's frontier and its whole conversation (None without a frontier): in one round
+        trip when the ``BoundaryStore`` is a ``RunReader`` and the transcript is this
+        checkpointer's own history, else the frontier and then the transcript."""
+        if isinstance(self.boundaries, RunReader) and history in (None, self.history):
+            payload, segments = await self.boundaries.read_run(tenant, run_id)
+            if payload is None:
+                return None
+            checkpoint = decode(payload, run_id=run_id)
+            return checkpoint, await self.transcript(checkpoint, history, listed=segments)
+        found = await self.latest(tenant, run_id)
+        return None if found is None else (found, await self.transcript(found, history))
+
     async def transcript(
-        self, checkpoint: Checkpoint, history: HistoryStore | None = None
+        self,
+        checkpoint: Checkpoint,
+        history: HistoryStore | None = None,
+        *,
+        listed: Mapping[str, bytes] | None = None,
     ) -> tuple[Message, ...]:
-        """The checkpoint's whole conversation, resolving an out-of-line handle.
+        """The checkpoint's whole conversation, resolving an out-of-line handle (from
+        ``listed``, the run's segments as stored, when they were read already).
 
         Also remembers the chain, so the next write of this run appends after it.
         """
@@ -332,7 +352,7 @@ class Checkpointer:
                 "no history store is configured on this worker",
             )
         messages, context = await load_chain(
-            history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle
+            history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle, listed
         )
         if len(messages) != checkpoint.history_length:
             raise HistoryUnavailableError(

@@ -164,12 +164,18 @@ def _body(run_id: str, handle: str, stored: bytes, context: bytes) -> bytes:
 
 
 async def load_chain(
-    store: HistoryStore, tenant: str, run_id: str, handle: str
+    store: HistoryStore,
+    tenant: str,
+    run_id: str,
+    handle: str,
+    listed: Mapping[str, bytes] | None = None,
 ) -> tuple[tuple[Message, ...], bytes]:
     """Every message of the chain ending at ``handle``, oldest first, and the context the next
-    segment is compressed against (see ``encode_segment``): in one round trip from a
-    ``SegmentLister``, else one ``fetch`` per segment."""
-    listed = await store.fetch_all(tenant, run_id) if isinstance(store, SegmentLister) else None
+    segment is compressed against (see ``encode_segment``): from ``listed`` (the run's segments
+    as stored, already read), else in one round trip from a ``SegmentLister``, else one
+    ``fetch`` per segment."""
+    if listed is None and isinstance(store, SegmentLister):
+        listed = await store.fetch_all(tenant, run_id)
     chain: list[tuple[str, bytes]] = []
     cursor: str | None = handle
     seen: set[str] = set()

@@ -303,10 +303,10 @@ async def read_and_plan(
 ) -> tuple[Checkpoint, tuple[Message, ...], ResumePlan]:
     """The run's frontier, its whole transcript, and the plan for its outstanding calls; for a
     caller that already keeps other workers away (the lease, or the resume claim)."""
-    checkpoint = await checkpoints.latest(tenant, run_id)
-    if checkpoint is None:
+    found = await checkpoints.resumable(tenant, run_id, history)
+    if found is None:
         raise NothingCheckpointedError(run_id, tenant)
-    messages = await checkpoints.transcript(checkpoint, history)
+    checkpoint, messages = found
     if before_planning is not None:
         await before_planning(checkpoint)
     return checkpoint, messages, await plan_resume(checkpoint, idempotency, messages)

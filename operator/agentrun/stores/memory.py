@@ -390,6 +390,12 @@ class MemoryBoundaryStore:
             tenant, run_id, charge.charge_id, charge.micros, budget=None, fence=fence
         )
 
+    async def read_run(self, tenant: str, run_id: str) -> tuple[bytes | None, Mapping[str, bytes]]:
+        frontier = await self._checkpoints.latest(tenant, run_id)
+        if frontier is None:
+            return None, {}
+        return frontier, await self._history.fetch_all(tenant, run_id)
+
 
 class MemoryBackend(StoreSet):
     """Every memory store of one process, sharing one fence book and one clock: a ``Backend``

@@ -14,7 +14,7 @@ Beside the suites, two servers on loopback for tests and demos, imported from th
 OpenAI's and Anthropic's wire formats) and ``mcp_server`` (a real MCP server with booking tools).
 """
 
-from agentrun.testing.boundary import BoundaryStoreConformance
+from agentrun.testing.boundary import BoundaryStoreConformance, RunReaderConformance
 from agentrun.testing.checkpoints import CheckpointStoreConformance
 from agentrun.testing.clock import ManualClock
 from agentrun.testing.history import HistoryStoreConformance, SegmentListerConformance
@@ -32,5 +32,6 @@ __all__ = [
     "LeaseStoreConformance",
     "LedgerConformance",
     "ManualClock",
+    "RunReaderConformance",
     "SegmentListerConformance",
 ]

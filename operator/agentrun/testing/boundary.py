@@ -4,6 +4,10 @@ For a backend that has a ``BoundaryStore`` (``StoreSet.boundaries``): what it co
 separate stores read back (the frontier, the segment under its handle, the charge in the run's
 total); a stale fence refuses all of it and leaves nothing partial; a commit retried counts its
 charge once; and its fence check raises the run's fence for every store, as theirs do.
+
+``RunReaderConformance``, for a ``BoundaryStore`` that is also a ``RunReader``: ``read_run`` hands
+back what the separate stores read (the latest frontier, every segment by its handle), nothing for
+a run without a frontier, and nothing of another tenant's or run's.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from agentrun.backend import StoreSet
-from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge
+from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge, RunReader
 from agentrun.errors import HistoryUnavailableError, StaleFenceError
 from agentrun.history import handle_for
 from agentrun.testing._base import ConformanceBase
@@ -74,3 +78,39 @@ class BoundaryStoreConformance(ConformanceBase):
         assert await backend.ledger.spent(other_tenant, "run") == 0
         with pytest.raises(HistoryUnavailableError):
             await backend.history.fetch(tenant, "other", handle_for(b"s"))
+
+
+class RunReaderConformance(ConformanceBase):
+    role = "boundaries"
+
+    async def test_it_reads_back_the_latest_frontier_and_every_segment(
+        self, store: RunReader, backend: StoreSet, tenant: str
+    ) -> None:
+        assert isinstance(store, RunReader)
+        assert backend.boundaries is not None
+        await backend.boundaries.commit(BoundaryCommit(tenant, "run", 1, b'{"f":1}', b"one"))
+        await backend.boundaries.commit(BoundaryCommit(tenant, "run", 1, b'{"f":2}', b"two"))
+        await backend.boundaries.commit(BoundaryCommit(tenant, "run", 1, b'{"f":3}'))
+        frontier, segments = await store.read_run(tenant, "run")
+        assert frontier == b'{"f":3}' == await backend.checkpoints.latest(tenant, "run")
+        assert dict(segments) == {handle_for(b"one"): b"one", handle_for(b"two"): b"two"}
+
+    async def test_a_run_without_a_frontier_reads_as_nothing(
+        self, store: RunReader, backend: StoreSet, tenant: str
+    ) -> None:
+        assert await store.read_run(tenant, "never") == (None, {})
+        await backend.history.put(tenant, "segments-only", b"orphan", fence=1)
+        frontier, segments = await store.read_run(tenant, "segments-only")
+        assert frontier is None
+        assert not segments
+
+    async def test_tenants_and_runs_are_apart(
+        self, store: RunReader, backend: StoreSet, tenant: str, other_tenant: str
+    ) -> None:
+        assert backend.boundaries is not None
+        await backend.boundaries.commit(BoundaryCommit(tenant, "run", 1, b'{"f":1}', b"mine"))
+        await backend.boundaries.commit(BoundaryCommit(tenant, "other", 1, b'{"o":1}', b"its"))
+        assert await store.read_run(other_tenant, "run") == (None, {})
+        frontier, segments = await store.read_run(tenant, "run")
+        assert frontier == b'{"f":1}'
+        assert dict(segments) == {handle_for(b"mine"): b"mine"}

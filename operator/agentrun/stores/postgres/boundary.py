@@ -11,11 +11,14 @@ is raised by ``micros`` in the conflict branch of its upsert, which reads the ro
 after the fence lock rather than as the statement's snapshot saw it; so the total stays right
 without the ledger's separate fence statement. A run with no total row yet (charged under schema
 version 1) starts from the sum of its charges, as the ledger does.
+
+``read_run`` is one statement too: the frontier's row (no handle) and the run's segments' rows,
+``UNION ALL``, in the statement's one snapshot (``RunReader``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from agentrun.boundary import BoundaryCommit
 from agentrun.history import handle_for
@@ -43,12 +46,18 @@ _COMMIT = (
     "(SELECT spent FROM prior) AS spent"
 )
 
+_READ_RUN = (
+    "SELECT NULL::text AS handle, payload AS stored FROM {checkpoints} "
+    "WHERE tenant = $1 AND run_id = $2 "
+    "UNION ALL SELECT handle, segment FROM {history} WHERE tenant = $1 AND run_id = $2"
+)
+
 
 class PostgresBoundaryStore(PostgresStore):
     name = "PostgreSQL boundary store"
 
     def _prepare(self, sql: Callable[[str], str]) -> None:
-        self._commit = sql(_COMMIT)
+        self._commit, self._read_run = sql(_COMMIT), sql(_READ_RUN)
 
     async def commit(self, boundary: BoundaryCommit) -> int | None:
         tenant, run_id, fence = boundary.tenant, boundary.run_id, boundary.fence
@@ -74,3 +83,15 @@ class PostgresBoundaryStore(PostgresStore):
             return None
         # Not raised: the charge id was counted before (a retried commit), the total stands.
         return int(row["spent"] if row["raised"] is None else row["raised"])
+
+    async def read_run(self, tenant: str, run_id: str) -> tuple[bytes | None, Mapping[str, bytes]]:
+        check_run(tenant, run_id)
+        rows = await self._db.fetch(
+            f"read the checkpoint and transcript of run {run_id!r}", self._read_run, tenant, run_id
+        )
+        frontier = next((bytes(row["stored"]) for row in rows if row["handle"] is None), None)
+        if frontier is None:
+            return None, {}
+        return frontier, {
+            str(row["handle"]): bytes(row["stored"]) for row in rows if row["handle"] is not None
+        }

@@ -5,14 +5,19 @@ through Lua); the same script then stores the segment and counts the charge, all
 run's slot (one hash tag, so Cluster-safe). A script runs whole with nothing in between; a stale
 fence returns before anything is written, and the ``RENAME`` that could fail (a staging key gone)
 comes before the other writes, so an error leaves none of them.
+
+``read_run`` sends the frontier's ``GET`` and the transcript's ``HGETALL`` in one write, answered
+in one round trip (``RunReader``); both keys are in the run's slot.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from agentrun.boundary import BoundaryCommit
 from agentrun.history import handle_for
 from agentrun.identifiers import check_key
-from agentrun.stores.redis._shared import lua, text
+from agentrun.stores.redis._shared import as_bytes, lua, text
 from agentrun.stores.redis.checkpoints import PLACED, RedisCheckpointStore
 
 COMMIT = lua(
@@ -61,3 +66,36 @@ class RedisBoundaryStore(RedisCheckpointStore):
         )
         self._admitted(reply, run, fence, "boundary commit")
         return None if charge is None else int(text(reply[1]))
+
+    async def read_run(self, tenant: str, run_id: str) -> tuple[bytes | None, Mapping[str, bytes]]:
+        run = self._keys(tenant, run_id)
+
+        async def both() -> list[object]:
+            replies = await self._together(("GET", run.checkpoint), ("HGETALL", run.history))
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+            return replies
+
+        replies = await self._call("read a checkpoint and its transcript", run, both())
+        frontier, listed = _bulk(replies[0]), replies[1]
+        if frontier is None:
+            return None, {}
+        pairs = list(listed.items()) if isinstance(listed, dict) else _pairs(listed)
+        return frontier, {
+            handle.decode() if isinstance(handle, bytes) else str(handle): segment
+            for handle, value in pairs
+            if (segment := _bulk(value)) is not None
+        }
+
+
+def _bulk(value: object) -> bytes | None:
+    """A bulk reply read off the connection, where no response callback typed it."""
+    assert value is None or isinstance(value, bytes | str), f"a bulk reply was {value!r}"
+    return as_bytes(value)
+
+
+def _pairs(flat: object) -> list[tuple[object, object]]:
+    """``HGETALL``'s reply as RESP2 sends it (field, value, field, value...), in pairs."""
+    assert isinstance(flat, list), f"HGETALL answered {type(flat).__name__}"
+    return list(zip(flat[::2], flat[1::2], strict=True))

@@ -2,16 +2,18 @@
 
 The fence is admitted once, then the segment, the frontier and the charge are written with the
 very statements their stores use; a stale fence raises before any of them, and an error in any
-rolls all of them back.
+rolls all of them back. ``read_run`` reads the frontier and the run's segments back in one call
+on the database's thread (``RunReader``).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 
 from agentrun.boundary import BoundaryCommit
 from agentrun.identifiers import check_key, check_run
-from agentrun.stores.sqlite._database import Database, admit
+from agentrun.stores.sqlite._database import Database, admit, first
 from agentrun.stores.sqlite.checkpoints import store_frontier
 from agentrun.stores.sqlite.history import store_segment
 from agentrun.stores.sqlite.ledger import charged
@@ -38,3 +40,22 @@ class SqliteBoundaryStore:
             return charged(connection, tenant, run_id, charge.charge_id, charge.micros, None)
 
         return await self._database.write(f"commit a boundary of run {run_id!r}", work)
+
+    async def read_run(self, tenant: str, run_id: str) -> tuple[bytes | None, Mapping[str, bytes]]:
+        check_run(tenant, run_id)
+
+        def work(connection: sqlite3.Connection) -> tuple[bytes | None, dict[str, bytes]]:
+            row = first(
+                connection,
+                "SELECT payload FROM agentrun_checkpoints WHERE tenant = ? AND run_id = ?",
+                (tenant, run_id),
+            )
+            if row is None:
+                return None, {}
+            segments = connection.execute(
+                "SELECT handle, segment FROM agentrun_history WHERE tenant = ? AND run_id = ?",
+                (tenant, run_id),
+            )
+            return bytes(row[0]), {str(handle): bytes(segment) for handle, segment in segments}
+
+        return await self._database.read(f"read the checkpoint and transcript of {run_id!r}", work)
