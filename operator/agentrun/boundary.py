@@ -36,7 +36,12 @@ class Charge:
 class BoundaryCommit:
     """Everything a boundary makes durable, already masked and encoded. ``segment`` is the
     transcript's new segment (its handle is the digest, ``history.handle_for``, named by the
-    frontier), None when the transcript is inline or nothing was added."""
+    frontier), None when the transcript is inline or nothing was added.
+
+    ``dropped`` names segments the new frontier's chain no longer reaches, deleted in the same
+    commit: those a compacted ``segment`` replaces (see ``Checkpointer``). Only the frontier
+    committed with their deletion stops naming them, so no committed frontier ever names a
+    segment that is gone."""
 
     tenant: str
     run_id: str
@@ -44,14 +49,16 @@ class BoundaryCommit:
     frontier: bytes
     segment: bytes | None = None
     charge: Charge | None = None
+    dropped: tuple[str, ...] = ()
 
 
 class BoundaryStore(Protocol):
     """Takes all of a boundary in one transaction and one round trip."""
 
     async def commit(self, boundary: BoundaryCommit) -> int | None:
-        """Check and raise the run's fence, then store the segment, the frontier and the charge,
-        all or nothing; return the run's total spend after the charge (None without a charge).
+        """Check and raise the run's fence, then store the segment, the frontier and the charge
+        and delete the ``dropped`` segments, all or nothing; return the run's total spend after
+        the charge (None without a charge).
         Raise ``StaleFenceError``, having written nothing, for a fence below the run's highest.
         """
 

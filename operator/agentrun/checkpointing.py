@@ -17,6 +17,17 @@ frontier and the charge of the model call the boundary follows go in one commit 
 ``agentrun.boundary``); without one, each goes to its own store, the segment first, so a frontier
 never names a segment that is not there.
 
+With a ``BoundaryStore`` the chain is also compacted: every ``COMPACT_AFTER`` segments, the
+commit's segment holds every message since the last compacted one (instead of only the new ones)
+and the segments it replaces are deleted in the same commit. A segment of a turn or two compresses
+poorly even against the preceding 32 KB (each zlib stream carries its own framing and Huffman
+tables, and each segment its header), and a resume pays a decompression per segment; a chain of
+compacted segments stores about what the whole transcript compressed once does, and resumes in a
+sixteenth of the decompressions. Content addressing is unchanged: a compacted segment is a
+segment, named by its digest, whose previous is the last compacted one. Without a
+``BoundaryStore`` nothing is compacted, as deleting a segment before the frontier that stops
+naming it has landed would leave a frontier naming a segment that is gone.
+
 Masking and encoding are the dearest part of a write when done for the whole transcript: ~50 ms
 and ~1 ms a MiB on the development machine, where a store's loopback round trip costs a fraction
 of a millisecond. So each message object is masked and encoded once, not at every boundary
@@ -29,7 +40,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from pydantic import Field
@@ -81,12 +92,33 @@ class WriteReceipt:
     """The run's total spend after the charge the write carried (None: it carried none)."""
 
 
+COMPACT_AFTER = 16
+"""How many segments a run's chain gathers after its last compacted one before the next commit
+replaces them (see ``Checkpointer``)."""
+
+
 @dataclass(frozen=True)
 class _Chain:
     head: str
     length: int
     context: bytes = b""
     """The JSON of the chain's last segments, for the next one to be compressed against."""
+    base: str | None = None
+    """The segment the ``recent`` ones follow: the last compacted one, or where the chain was
+    when this worker took it up (None: the chain's start)."""
+    base_length: int = 0
+    base_context: bytes = b""
+    recent: tuple[str, ...] = ()
+    """The segments written after ``base``, oldest first: what the next compaction replaces."""
+
+    @classmethod
+    def taken_up(cls, head: str, length: int, context: bytes) -> _Chain:
+        """A chain as read back: compaction starts after its head."""
+        return cls(head, length, context, head, length, context)
+
+
+_START = _Chain("", 0)
+"""A run's chain before its first segment (no head)."""
 
 
 class _Remembered:
@@ -228,6 +260,7 @@ class Checkpointer:
                         payload,
                         None if appended is None else appended[1],
                         charge,
+                        () if appended is None else appended[2],
                     )
                 )
         except StaleFenceError:
@@ -255,14 +288,14 @@ class Checkpointer:
 
     async def _persistable(
         self, checkpoint: Checkpoint
-    ) -> tuple[Checkpoint, list[bytes], tuple[_Chain, bytes] | None]:
+    ) -> tuple[Checkpoint, list[bytes], tuple[_Chain, bytes, tuple[str, ...]] | None]:
         """The checkpoint as persisted, masked and with its transcript out of line or, inline,
         taken out and returned encoded (for ``encode_spliced``); and, for a ``BoundaryStore``
         to commit with it, the new segment and the chain it makes (remembered once committed).
         """
         update: dict[str, object] = {"written_at": datetime.now(UTC), "messages": ()}
         messages: list[bytes] = []
-        appended: tuple[_Chain, bytes] | None = None
+        appended: tuple[_Chain, bytes, tuple[str, ...]] | None = None
         if self.redactor is not None:
             masked = tuple(
                 pending.model_copy(update={"call": call, "arguments_masked": True})
@@ -284,26 +317,39 @@ class Checkpointer:
 
     async def _append_history(
         self, checkpoint: Checkpoint
-    ) -> tuple[_Chain, tuple[_Chain, bytes] | None]:
+    ) -> tuple[_Chain, tuple[_Chain, bytes, tuple[str, ...]] | None]:
         """The chain after this write's segment. Without a ``BoundaryStore`` the segment is
-        stored here, first, and remembered; with one it is returned to go in the commit."""
+        stored here, first, and remembered; with one it is returned to go in the commit, with
+        the segments it replaces when it is a compacted one."""
         assert self.history is not None
         run = (checkpoint.tenant, checkpoint.run_id)
         chain = self._chains.get(run)
         if chain is not None and chain.length > len(checkpoint.messages):
             chain = None
-        start = 0 if chain is None else chain.length
-        fresh = self._messages.masked(checkpoint.messages[start:])
-        head = chain.head if chain is not None else None
-        if not fresh and chain is not None:
-            return _Chain(chain.head, len(checkpoint.messages), chain.context), None
-        context = b"" if chain is None else chain.context
-        segment, body = encode_segment(head, fresh, context)
-        grown = _Chain(
-            handle_for(segment), len(checkpoint.messages), (context + body)[-CONTEXT_BYTES:]
+        if chain is None:
+            chain = _START
+        fresh = self._messages.masked(checkpoint.messages[chain.length :])
+        if not fresh and chain.head:
+            return replace(chain, length=len(checkpoint.messages)), None
+        if self.boundaries is not None and len(chain.recent) + 1 >= COMPACT_AFTER:
+            # Everything since the last compacted segment in one, which replaces the others.
+            since = self._messages.masked(checkpoint.messages[chain.base_length :])
+            segment, body = encode_segment(chain.base, since, chain.base_context)
+            context = (chain.base_context + body)[-CONTEXT_BYTES:]
+            handle = handle_for(segment)
+            grown = _Chain.taken_up(handle, len(checkpoint.messages), context)
+            return grown, (grown, segment, chain.recent)
+        segment, body = encode_segment(chain.head or None, fresh, chain.context)
+        handle = handle_for(segment)
+        grown = replace(
+            chain,
+            head=handle,
+            length=len(checkpoint.messages),
+            context=(chain.context + body)[-CONTEXT_BYTES:],
+            recent=(*chain.recent, handle),
         )
         if self.boundaries is not None:
-            return grown, (grown, segment)
+            return grown, (grown, segment, ())
         await self.history.put(
             checkpoint.tenant, checkpoint.run_id, segment, fence=checkpoint.fence
         )
@@ -361,7 +407,7 @@ class Checkpointer:
                 f"it holds {len(messages)} messages, the checkpoint expects "
                 f"{checkpoint.history_length}",
             )
-        self._chains[(checkpoint.tenant, checkpoint.run_id)] = _Chain(
+        self._chains[(checkpoint.tenant, checkpoint.run_id)] = _Chain.taken_up(
             checkpoint.history_handle, len(messages), context
         )
         return messages

@@ -8,7 +8,12 @@ import json
 
 import pytest
 
-from agentrun.checkpointing import DEFAULT_MAX_BYTES, Checkpointer, CheckpointPolicy
+from agentrun.checkpointing import (
+    COMPACT_AFTER,
+    DEFAULT_MAX_BYTES,
+    Checkpointer,
+    CheckpointPolicy,
+)
 from agentrun.errors import CheckpointTooLargeError, HistoryUnavailableError, StaleFenceError
 from agentrun.frontier import (
     Boundary,
@@ -231,6 +236,55 @@ async def test_the_history_goes_out_of_line_and_grows_linearly(backend: MemoryBa
     latest = await fresh.latest(TENANT, RUN)
     assert latest is not None
     assert await fresh.transcript(latest) == messages
+
+
+async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
+    backend: MemoryBackend,
+) -> None:
+    """With a ``BoundaryStore`` every ``COMPACT_AFTER``-th segment holds everything since the
+    last compacted one, and the segments it replaces go in its commit: what is stored stays a
+    few segments, every frontier committed resolves to its whole transcript, and a worker that
+    takes the run up carries the chain on."""
+    writer = Checkpointer(
+        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+    )
+    messages: tuple[Message, ...] = ()
+    boundaries = 3 * COMPACT_AFTER + 5
+    for turn in range(boundaries):
+        messages += conversation(1, start=turn)
+        assert await writer.write(frontier(messages=messages, iteration=turn)), writer.last_error
+        reader = Checkpointer(
+            backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+        )
+        found = await reader.resumable(TENANT, RUN)
+        assert found is not None
+        assert found[1] == messages
+    stored = await backend.history.fetch_all(TENANT, RUN)
+    assert len(stored) == 3 + 5  # three compacted segments and the five written after them
+    taken_up = Checkpointer(
+        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+    )
+    resumed = await taken_up.resumable(TENANT, RUN)
+    assert resumed is not None
+    for turn in range(boundaries, boundaries + COMPACT_AFTER):
+        messages += conversation(1, start=turn)
+        assert await taken_up.write(frontier(messages=messages, iteration=turn))
+    assert len(await backend.history.fetch_all(TENANT, RUN)) == 3 + 5 + 1
+    assert (
+        await Checkpointer(backend.checkpoints, history=backend.history).transcript(
+            (await taken_up.latest(TENANT, RUN)) or frontier()
+        )
+        == messages
+    )
+
+
+async def test_without_a_boundary_store_nothing_is_compacted(backend: MemoryBackend) -> None:
+    writer = Checkpointer(backend.checkpoints, history=backend.history)
+    messages: tuple[Message, ...] = ()
+    for turn in range(COMPACT_AFTER + 1):
+        messages += conversation(1, start=turn)
+        assert await writer.write(frontier(messages=messages, iteration=turn))
+    assert len(await backend.history.fetch_all(TENANT, RUN)) == COMPACT_AFTER + 1
 
 
 async def test_a_resumed_writer_appends_after_the_stored_chain(backend: MemoryBackend) -> None:

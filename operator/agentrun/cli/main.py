@@ -17,6 +17,7 @@ import textwrap
 from collections.abc import Awaitable, Callable, Sequence
 
 from agentrun import Backend, open_backend
+from agentrun.backend import StoreSet
 from agentrun.checkpointing import Checkpointer, WriteReceipt
 from agentrun.cli import kube
 from agentrun.cli.render import lease_line, plan_json, plan_lines, result_line
@@ -63,8 +64,15 @@ async def _frontier(backend: Backend, tenant: str, run_id: str) -> Checkpoint:
 
 
 async def _inspect(args: argparse.Namespace, backend: Backend) -> Exit:
-    checkpoint = await _frontier(backend, args.tenant, args.run_id)
-    transcript = await Checkpointer(backend.checkpoints).transcript(checkpoint, backend.history)
+    # Frontier and transcript in one read where the store can, so that a live run's commit
+    # (a compaction deletes the segments it replaces) never lands between the two.
+    boundaries = backend.boundaries if isinstance(backend, StoreSet) else None
+    found = await Checkpointer(
+        backend.checkpoints, history=backend.history, boundaries=boundaries
+    ).resumable(args.tenant, args.run_id)
+    if found is None:
+        raise NothingCheckpointedError(args.run_id, args.tenant)
+    checkpoint, transcript = found
     plan = await plan_resume(checkpoint, backend.idempotency, transcript)
     lease = await backend.leases.held(args.tenant, args.run_id)
     if args.json:

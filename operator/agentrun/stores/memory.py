@@ -315,6 +315,12 @@ class MemoryHistoryStore:
     async def fetch_all(self, tenant: str, run_id: str) -> Mapping[str, bytes]:
         return dict(self._segments.get(_run(tenant, run_id), {}))
 
+    def drop(self, tenant: str, run_id: str, handles: tuple[str, ...]) -> None:
+        """Delete the segments a compacted one replaces (for ``MemoryBoundaryStore.commit``)."""
+        segments = self._segments.get(_run(tenant, run_id), {})
+        for handle in handles:
+            segments.pop(handle, None)
+
     async def forget(self, tenant: str, run_id: str) -> None:
         self._segments.pop(_run(tenant, run_id), None)
 
@@ -382,6 +388,7 @@ class MemoryBoundaryStore:
             check_key("charge id", boundary.charge.charge_id)
         if boundary.segment is not None:
             await self._history.put(tenant, run_id, boundary.segment, fence=fence)
+        self._history.drop(tenant, run_id, boundary.dropped)
         await self._checkpoints.put(tenant, run_id, boundary.frontier, fence=fence)
         if boundary.charge is None:
             return None

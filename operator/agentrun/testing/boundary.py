@@ -2,8 +2,9 @@
 
 For a backend that has a ``BoundaryStore`` (``StoreSet.boundaries``): what it commits is what the
 separate stores read back (the frontier, the segment under its handle, the charge in the run's
-total); a stale fence refuses all of it and leaves nothing partial; a commit retried counts its
-charge once; and its fence check raises the run's fence for every store, as theirs do.
+total, the segments it drops gone); a stale fence refuses all of it and leaves nothing partial; a
+commit retried counts its charge once; and its fence check raises the run's fence for every
+store, as theirs do.
 
 ``RunReaderConformance``, for a ``BoundaryStore`` that is also a ``RunReader``: ``read_run`` hands
 back what the separate stores read (the latest frontier, every segment by its handle), nothing for
@@ -68,6 +69,26 @@ class BoundaryStoreConformance(ConformanceBase):
             await backend.history.put(tenant, "run", b"late", fence=4)
         with pytest.raises(StaleFenceError):
             await backend.ledger.charge(tenant, "run", "late", 1, budget=None, fence=4)
+
+    async def test_a_commit_deletes_the_segments_it_drops(
+        self, store: BoundaryStore, backend: StoreSet, tenant: str
+    ) -> None:
+        for segment in (b"one", b"two", b"three"):
+            await store.commit(BoundaryCommit(tenant, "run", 2, b'{"f":1}', segment))
+        dropped = (handle_for(b"one"), handle_for(b"two"))
+        stale = BoundaryCommit(tenant, "run", 1, b'{"f":0}', b"stale", dropped=dropped)
+        with pytest.raises(StaleFenceError):
+            await store.commit(stale)
+        assert await backend.history.fetch(tenant, "run", handle_for(b"one")) == b"one"
+        await store.commit(BoundaryCommit(tenant, "run", 2, b'{"f":2}', b"both", dropped=dropped))
+        for gone in dropped:
+            with pytest.raises(HistoryUnavailableError):
+                await backend.history.fetch(tenant, "run", gone)
+        assert await backend.history.fetch(tenant, "run", handle_for(b"three")) == b"three"
+        assert await backend.history.fetch(tenant, "run", handle_for(b"both")) == b"both"
+        assert await backend.checkpoints.latest(tenant, "run") == b'{"f":2}'
+        again = BoundaryCommit(tenant, "run", 2, b'{"f":2}', b"both", dropped=dropped)
+        assert await store.commit(again) is None  # a retried commit: nothing left to drop
 
     async def test_tenants_and_runs_are_apart(
         self, store: BoundaryStore, backend: StoreSet, tenant: str, other_tenant: str

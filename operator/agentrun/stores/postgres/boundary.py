@@ -1,8 +1,9 @@
 """``PostgresBoundaryStore``: a whole boundary in one statement, so one round trip and one commit.
 
 The statement is the stores' own writes as data-modifying CTEs behind one fence check-and-raise
-(``FENCE_CTE``): the segment (when there is one), the frontier, and the charge (when there is
-one), each selecting from the fence only if the writer's fence was admitted. A stale fence so
+(``FENCE_CTE``): the segment (when there is one), the deletion of the segments a compacted one
+replaces, the frontier, and the charge (when there is one), each only if the writer's fence was
+admitted. A stale fence so
 writes none of them, and a failure in any aborts the statement and with it all of them.
 
 The charge is the ledger's without a budget (the runner refuses over budget from the run's
@@ -31,6 +32,8 @@ _COMMIT = (
     "segment AS (INSERT INTO {history} (tenant, run_id, handle, segment) "
     "SELECT $1, $2, $5::text, $6::bytea FROM fence WHERE current = $3 AND $6::bytea IS NOT NULL "
     "ON CONFLICT (tenant, run_id, handle) DO NOTHING), "
+    "dropped AS (DELETE FROM {history} WHERE tenant = $1 AND run_id = $2 "
+    "AND handle = ANY($9::text[]) AND EXISTS (SELECT 1 FROM fence WHERE current = $3)), "
     "frontier AS (INSERT INTO {checkpoints} (tenant, run_id, fence, payload, written_at) "
     "SELECT $1, $2, $3, $4::bytea, clock_timestamp() FROM fence WHERE current = $3 "
     "ON CONFLICT (tenant, run_id) DO UPDATE SET fence = EXCLUDED.fence, "
@@ -77,6 +80,7 @@ class PostgresBoundaryStore(PostgresStore):
             None if segment is None else bytes(segment),
             None if charge is None else charge.charge_id,
             None if charge is None else charge.micros,
+            list(boundary.dropped),
         )
         admit(tenant, run_id, fence, int(row["current"]), "boundary commit")
         if charge is None:

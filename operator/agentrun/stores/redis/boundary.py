@@ -1,13 +1,13 @@
 """``RedisBoundaryStore``: a whole boundary in one round trip and one script.
 
 The frontier is staged and moved into place as the checkpoint store does (its bytes never pass
-through Lua); the same script then stores the segment and counts the charge, all keys in the
-run's slot (one hash tag, so Cluster-safe). A script runs whole with nothing in between; a stale
-fence returns before anything is written, and the ``RENAME`` that could fail (a staging key gone)
-comes before the other writes, so an error leaves none of them.
+through Lua); the same script then stores the segment (deleting those a compacted one replaces) and
+counts the charge, all keys in the run's slot (one hash tag, so Cluster-safe). A script runs whole
+with nothing in between; a stale fence returns before anything is written, and the ``RENAME`` that
+could fail (a staging key gone) comes before the other writes, so an error leaves none of them.
 
-``read_run`` sends the frontier's ``GET`` and the transcript's ``HGETALL`` in one write, answered
-in one round trip (``RunReader``); both keys are in the run's slot.
+``read_run`` reads the frontier and the transcript's hash in one script, so in one round trip and
+with no commit in between (``RunReader``); both keys are in the run's slot.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ COMMIT = lua(
     PLACED,
     """
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[4], ARGV[2], ARGV[3]) end
+if #ARGV > 5 then redis.call('HDEL', KEYS[4], unpack(ARGV, 6)) end
 if ARGV[4] == '' then return {'ok'} end
 if redis.call('HEXISTS', KEYS[5], ARGV[4]) == 1 then
   return {'ok', redis.call('GET', KEYS[6]) or '0'}
@@ -32,6 +33,13 @@ redis.call('HSET', KEYS[5], ARGV[4], ARGV[5])
 return {'ok', redis.call('INCRBY', KEYS[6], ARGV[5])}
 """,
 )
+READ_RUN = lua("""
+local frontier = redis.call('GET', KEYS[1])
+if not frontier then return {} end
+return {frontier, redis.call('HGETALL', KEYS[2])}
+""")
+"""The frontier and every segment of the run, read in one script so that no commit lands between
+the two (a compaction deletes segments the frontier read before it named)."""
 
 
 class RedisBoundaryStore(RedisCheckpointStore):
@@ -61,6 +69,7 @@ class RedisBoundaryStore(RedisCheckpointStore):
                     b"" if segment is None else segment,
                     "" if charge is None else charge.charge_id,
                     0 if charge is None else charge.micros,
+                    *boundary.dropped,
                 ],
             ),
         )
@@ -69,30 +78,18 @@ class RedisBoundaryStore(RedisCheckpointStore):
 
     async def read_run(self, tenant: str, run_id: str) -> tuple[bytes | None, Mapping[str, bytes]]:
         run = self._keys(tenant, run_id)
-
-        async def both() -> list[object]:
-            replies = await self._together(("GET", run.checkpoint), ("HGETALL", run.history))
-            for reply in replies:
-                if isinstance(reply, Exception):
-                    raise reply
-            return replies
-
-        replies = await self._call("read a checkpoint and its transcript", run, both())
-        frontier, listed = _bulk(replies[0]), replies[1]
-        if frontier is None:
+        reply = await self._run(
+            READ_RUN, "read a checkpoint and its transcript", run, [run.checkpoint, run.history], []
+        )
+        if not reply:
             return None, {}
-        pairs = list(listed.items()) if isinstance(listed, dict) else _pairs(listed)
-        return frontier, {
-            handle.decode() if isinstance(handle, bytes) else str(handle): segment
-            for handle, value in pairs
-            if (segment := _bulk(value)) is not None
+        frontier, listed = reply
+        assert isinstance(frontier, bytes | str), f"the frontier was {frontier!r}"
+        return as_bytes(frontier) or b"", {
+            handle.decode() if isinstance(handle, bytes) else str(handle): as_bytes(segment) or b""
+            for handle, segment in _pairs(listed)
+            if isinstance(segment, bytes | str)
         }
-
-
-def _bulk(value: object) -> bytes | None:
-    """A bulk reply read off the connection, where no response callback typed it."""
-    assert value is None or isinstance(value, bytes | str), f"a bulk reply was {value!r}"
-    return as_bytes(value)
 
 
 def _pairs(flat: object) -> list[tuple[object, object]]:

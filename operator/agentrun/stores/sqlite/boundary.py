@@ -1,9 +1,10 @@
 """A whole boundary in one SQLite transaction: one ``BEGIN IMMEDIATE … COMMIT``, one fsync.
 
-The fence is admitted once, then the segment, the frontier and the charge are written with the
-very statements their stores use; a stale fence raises before any of them, and an error in any
-rolls all of them back. ``read_run`` reads the frontier and the run's segments back in one call
-on the database's thread (``RunReader``).
+The fence is admitted once, then the segment, the frontier and the charge are written with the very
+statements their stores use (and the segments a compacted one replaces deleted); a stale fence
+raises before any of them, and an error in any rolls all of them back. ``read_run`` reads the
+frontier and the run's segments back in one call on the database's thread (``RunReader``), in one
+read transaction, so no commit (a compaction deleting segments) lands between the two.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ class SqliteBoundaryStore:
             admit(connection, tenant, run_id, fence, "boundary commit")
             if boundary.segment is not None:
                 store_segment(connection, tenant, run_id, boundary.segment)
+            connection.executemany(
+                "DELETE FROM agentrun_history WHERE tenant = ? AND run_id = ? AND handle = ?",
+                [(tenant, run_id, handle) for handle in boundary.dropped],
+            )
             store_frontier(connection, tenant, run_id, fence, boundary.frontier)
             if charge is None:
                 return None
@@ -45,6 +50,13 @@ class SqliteBoundaryStore:
         check_run(tenant, run_id)
 
         def work(connection: sqlite3.Connection) -> tuple[bytes | None, dict[str, bytes]]:
+            connection.execute("BEGIN")  # one snapshot: no commit lands between the two reads
+            try:
+                return both(connection)
+            finally:
+                connection.execute("COMMIT")
+
+        def both(connection: sqlite3.Connection) -> tuple[bytes | None, dict[str, bytes]]:
             row = first(
                 connection,
                 "SELECT payload FROM agentrun_checkpoints WHERE tenant = ? AND run_id = ?",
