@@ -15,7 +15,8 @@ statement outside a transaction is a commit; ``BEGIN`` … ``COMMIT`` is one), R
 socket (its commands are atomic one by one: ``atomic writes`` counts those that write), SQLite
 calls on the database's thread (``BEGIN IMMEDIATE`` … ``COMMIT`` is a commit). Then a resume
 (``read_and_plan``: frontier, whole transcript, the run's records) at 200 and 1,000 turns, with
-the transcript listed at once (``SegmentLister``) and walked one ``fetch`` a segment as before.
+the frontier and the transcript read at once (``RunReader``, ``listed``) and the transcript walked
+one ``fetch`` a segment (``walked``); ``stored`` is how many segments the run keeps (compacted).
 
 Stored bytes after the 200-turn run are the values as the server keeps them (PostgreSQL's
 ``pg_column_size``, after its lz4 TOAST compression), against the final transcript written once
@@ -284,7 +285,8 @@ async def resume_run(server: str, backend: StoreSet, run_id: str, turns: int) ->
         if len(messages) != 2 + 2 * turns:
             raise RuntimeError(f"{server}: resumed {len(messages)} messages")
         measured.append((counts["round trips"], elapsed))
-    return ResumeRow(server, turns, 2 * turns, *measured[0], *measured[1])
+    stored = await backend.history.fetch_all(TENANT, run_id)  # type: ignore[attr-defined]
+    return ResumeRow(server, turns, len(stored), *measured[0], *measured[1])
 
 
 # -- bytes stored -----------------------------------------------------------------------------
@@ -443,7 +445,7 @@ async def run(names: Sequence[str], fsync: bool, quick: bool) -> None:
     print("(Redis: commits = commands that write, each atomic; the frontier is staged by a SET)")
     print("\nResume: frontier + whole transcript + the run's records (read_and_plan)")
     print(
-        f"{'server':<11} {'turns':>5} {'segments':>8} | {'listed: trips':>13} {'ms':>8} | "
+        f"{'server':<11} {'turns':>5} {'stored':>8} | {'listed: trips':>13} {'ms':>8} | "
         f"{'walked: trips':>13} {'ms':>8} | {'walked/listed':>13}"
     )
     for resumed in resumes:
