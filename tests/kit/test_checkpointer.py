@@ -8,13 +8,19 @@ import json
 
 import pytest
 
+from agentrun.boundary import BoundaryCommit, BoundaryStore
 from agentrun.checkpointing import (
     COMPACT_AFTER,
     DEFAULT_MAX_BYTES,
     Checkpointer,
     CheckpointPolicy,
 )
-from agentrun.errors import CheckpointTooLargeError, HistoryUnavailableError, StaleFenceError
+from agentrun.errors import (
+    CheckpointTooLargeError,
+    HistoryUnavailableError,
+    StaleFenceError,
+    StoreUnavailableError,
+)
 from agentrun.frontier import (
     Boundary,
     Checkpoint,
@@ -276,6 +282,49 @@ async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
         )
         == messages
     )
+
+
+class _Failing:
+    """A boundary store whose ``failing``-th commit fails: before reaching the store (``landed``
+    False) or after the store committed it, the reply lost on the way back (``landed`` True).
+    Either way the ``Checkpointer`` hears an error."""
+
+    def __init__(self, inner: BoundaryStore, failing: int, *, landed: bool) -> None:
+        self.inner, self.failing, self.landed, self.commits = inner, failing, landed, 0
+
+    async def commit(self, boundary: BoundaryCommit) -> int | None:
+        self.commits += 1
+        lost = StoreUnavailableError("store", "commit a boundary", TimeoutError("no reply"))
+        if self.commits == self.failing and not self.landed:
+            raise lost
+        spent = await self.inner.commit(boundary)
+        if self.commits == self.failing:
+            raise lost
+        return spent
+
+
+@pytest.mark.parametrize("landed", [False, True])
+@pytest.mark.parametrize("failing", [COMPACT_AFTER - 1, COMPACT_AFTER, COMPACT_AFTER + 1])
+async def test_a_failed_commit_leaves_a_chain_that_resolves(
+    backend: MemoryBackend, failing: int, landed: bool
+) -> None:
+    """Before, at and after a compaction, a commit that failed or whose reply was lost: the
+    writer keeps its idea of the chain from before it, and every frontier committed after must
+    still resolve whole (never name a segment that was not stored, or that a commit dropped)."""
+    assert backend.boundaries is not None
+    flaky = _Failing(backend.boundaries, failing, landed=landed)
+    writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=flaky)
+    messages: tuple[Message, ...] = ()
+    for turn in range(2 * COMPACT_AFTER + 2):
+        before, messages = messages, messages + conversation(1, start=turn)
+        receipt = await writer.write(frontier(messages=messages, iteration=turn))
+        assert (receipt is None) == (flaky.commits == failing)
+        reader = Checkpointer(
+            backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+        )
+        found = await reader.resumable(TENANT, RUN)
+        assert found is not None
+        assert found[1] == (messages if receipt is not None or landed else before)
 
 
 async def test_without_a_boundary_store_nothing_is_compacted(backend: MemoryBackend) -> None:
