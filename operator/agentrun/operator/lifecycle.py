@@ -68,7 +68,7 @@ async def start(
     metrics = Metrics()
     metrics.serve(config.metrics_port)
     agents = registered_agents()
-    api = KubeApi()
+    api = KubeApi(metrics=metrics, threads=config.kube_threads)
     memo.context = OperatorContext(
         config=config,
         backend=backend,
