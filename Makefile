@@ -12,7 +12,7 @@ export VENV
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: deps lock kube-tools cluster-tools images cluster-up cluster-down e2e demo-k8s test \
-	test-fast lint demo bench bench-operator bench-peers
+	test-fast lint demo bench bench-operator bench-agents bench-peers
 
 deps:
 	@bash hack/install-deps.sh
@@ -70,6 +70,10 @@ bench: deps
 
 bench-operator: deps kube-tools
 	$(PYTHON) -m bench.operator_scale
+
+# A declared agent whose model answers after 1 s, beside one that answers at once.
+bench-agents: deps kube-tools
+	$(PYTHON) -m bench.agent_scale $(BENCH_ARGS)
 
 # Ours against LangGraph's checkpointers, in a virtualenv of its own (LangGraph is no dependency).
 bench-peers: deps

@@ -37,7 +37,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -100,6 +100,10 @@ class Bench:
     namespaces: tuple[str, ...] = ()
     kubectl_bin: str = ""
     api: client.ApiClient | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    """More environment for the replicas."""
+    store_query: str = ""
+    """Appended to the replicas' store URL (``?max_connections=256``, say)."""
 
     @property
     def objects(self) -> client.CustomObjectsApi:
@@ -129,11 +133,12 @@ class Bench:
         port = free_port()
         env = {
             **self.plane.env(),
-            "AGENTRUN_STORE_URL": self.redis.url,
+            "AGENTRUN_STORE_URL": self.redis.url + self.store_query,
             "AGENTRUN_WORKER_ID": name,
             "AGENTRUN_METRICS_PORT": str(port),
             "AGENTRUN_POLL_INTERVAL": str(self.poll_interval),
             "AGENTRUN_AGENT_MODULES": "bench.agents",
+            **self.env,
             "PYTHONPATH": os.pathsep.join(
                 filter(None, [str(REPO / "operator"), str(REPO), os.environ.get("PYTHONPATH")])
             ),
@@ -196,17 +201,20 @@ class Bench:
 
 
 @contextlib.contextmanager
-def started(workdir: Path, poll_interval: float, log_flag: str) -> Iterator[Bench]:
+def started(
+    workdir: Path, poll_interval: float, log_flag: str, crds: Sequence[Path] = (CRD,)
+) -> Iterator[Bench]:
+    """The control plane with ``crds`` installed, and Redis; no replica yet."""
     bench = Bench(workdir, poll_interval, log_flag)
     try:
         bench.kubectl_bin = kubectl_binary()
         print("starting etcd, kube-apiserver and redis on loopback ...", flush=True)
         bench.plane = start_control_plane(workdir / "control-plane")
         bench.redis = RedisServer(workdir / "redis").start()
-        bench.kubectl("apply", "--server-side", "-f", str(CRD))
-        bench.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", "crd/agentruns.agentrun.dev"
-        )
+        for crd in crds:
+            bench.kubectl("apply", "--server-side", "-f", str(crd))
+        established = [f"crd/{crd.name.removesuffix('.yaml')}" for crd in crds]
+        bench.kubectl("wait", "--for=condition=Established", "--timeout=60s", *established)
         bench.api = new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=str(bench.plane.kubeconfig)
         )
@@ -372,6 +380,66 @@ def api_requests(bench: Bench) -> Counter[str]:
     return totals
 
 
+@dataclass
+class Usage:
+    """The CPU seconds of every process and the API requests by verb, from ``start`` to
+    ``report``: where the time of a phase went."""
+
+    bench: Bench
+    pids: dict[str, int]
+    cpu: dict[str, float]
+    own: float
+    requests: Counter[str]
+    began: float
+
+    @staticmethod
+    def _own() -> float:
+        times = os.times()
+        return times.user + times.system + times.children_user + times.children_system
+
+    @classmethod
+    def start(
+        cls, bench: Bench, extra: dict[str, int] | None = None, fresh: Iterable[str] = ()
+    ) -> Usage:
+        """From now, for the benchmark's processes and the ``extra`` ones (name: pid); the
+        ``fresh`` ones (just started for this phase) counted from their start."""
+        pids = {**bench.pids(), **(extra or {})}
+        cpu = {name: 0.0 if name in fresh else cpu_seconds(pid) for name, pid in pids.items()}
+        return cls(bench, pids, cpu, cls._own(), api_requests(bench), time.monotonic())
+
+    def stop(self) -> tuple[float, dict[str, float], Counter[str]]:
+        """Wall seconds, CPU seconds by process and API requests since ``start``, taken now
+        (while the ``extra`` processes live: a process gone reads as no CPU)."""
+        cpu = {name: cpu_seconds(pid) - self.cpu[name] for name, pid in self.pids.items()}
+        cpu["this benchmark + kubectl"] = self._own() - self.own
+        return time.monotonic() - self.began, cpu, api_requests(self.bench) - self.requests
+
+    def report(
+        self,
+        table: Table,
+        label: str,
+        count: int,
+        spent: tuple[float, dict[str, float], Counter[str]] | None = None,
+    ) -> None:
+        """Two rows: CPU seconds by process, and API requests per run (of ``count``), from
+        ``spent`` (what ``stop`` took) or from now."""
+        wall, cpu, requests = spent or self.stop()
+        table.add(
+            f"{label}: CPU seconds in {wall:.0f} s wall",
+            f"{sum(cpu.values()):.0f} s",
+            ", ".join(
+                f"{name} {seconds:.0f}"
+                for name, seconds in sorted(cpu.items(), key=lambda i: -i[1])
+            ),
+        )
+        interesting = [(k, v) for k, v in requests.most_common() if v >= count // 2]
+        table.add(
+            f"{label}: API requests per run",
+            f"{sum(requests.values()) / count:.1f}",
+            ", ".join(f"{key} {value / count:.1f}" for key, value in interesting),
+        )
+
+
 # -- phases -------------------------------------------------------------------------------------
 
 
@@ -500,10 +568,7 @@ def percentile(values: Sequence[float], share: float) -> float:
 
 def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, budget: float) -> None:
     print(f"throughput: {count} runs of agent quick in one kubectl apply", flush=True)
-    pids = bench.pids()
-    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    own_before = os.times()
-    requests_before = api_requests(bench)
+    usage = Usage.start(bench)
     peak = {name: 0 for name in bench.replicas}
     with Watcher(bench, namespace, succeeded) as watcher:
         began = time.monotonic()
@@ -521,14 +586,6 @@ def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, bud
         wall = time.monotonic() - began
         with watcher.lock:
             runs = list(watcher.runs.values())
-    own_after = os.times()
-    cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
-    cpu["this benchmark + kubectl"] = (
-        own_after.user + own_after.system + own_after.children_user + own_after.children_system
-    ) - (
-        own_before.user + own_before.system + own_before.children_user + own_before.children_system
-    )
-    requests = api_requests(bench) - requests_before
     done = [r for r in runs if r.outcome == "ok" and r.ended is not None]
     failed = Counter(r.outcome for r in runs if r.ended is not None and r.outcome != "ok")
     finished_at = sorted(r.ended - began for r in done if r.ended is not None)
@@ -556,19 +613,7 @@ def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, bud
         f"{len(resumed)}/{len(runs)}",
         f"{sum(resumed)} resumes in all (status.resumeCount); no replica was killed",
     )
-    table.add(
-        f"{count} runs: CPU seconds in {wall:.0f} s wall",
-        f"{sum(cpu.values()):.0f} s",
-        ", ".join(
-            f"{name} {seconds:.0f}" for name, seconds in sorted(cpu.items(), key=lambda i: -i[1])
-        ),
-    )
-    interesting = [(k, v) for k, v in requests.most_common() if v >= count // 2]
-    table.add(
-        f"{count} runs: API requests per run",
-        f"{sum(requests.values()) / count:.1f}",
-        ", ".join(f"{key} {value / count:.1f}" for key, value in interesting),
-    )
+    usage.report(table, f"{count} runs", count)
     table.add(
         f"{count} runs: peak RSS per replica",
         f"{max(peak.values()) / 1024:.0f} MiB",
@@ -579,8 +624,39 @@ def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, bud
 # -- the command --------------------------------------------------------------------------------
 
 
-def _interrupt(signum: int, _: FrameType | None) -> None:
+def interrupt(signum: int, _: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def working_folder(stack: contextlib.ExitStack, kept: str | None) -> Path:
+    """``kept`` (made if need be), or a temporary folder that goes when ``stack`` closes."""
+    if kept is None:
+        return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentrun-bench-")))
+    Path(kept).mkdir(parents=True, exist_ok=True)
+    return Path(kept)
+
+
+def replicas_up(
+    stack: contextlib.ExitStack,
+    args: argparse.Namespace,
+    workdir: Path,
+    namespaces: Iterable[str],
+    crds: Sequence[Path] = (CRD,),
+    env: dict[str, str] | None = None,
+    store_query: str = "",
+) -> Bench:
+    """The servers (stopped when ``stack`` closes), ``namespaces`` made, the two replicas
+    watching them (with ``env`` added to theirs, ``store_query`` to their store URL)."""
+    bench = stack.enter_context(started(workdir, args.poll_interval, args.log_flag, crds))
+    bench.env = dict(env or {})
+    bench.store_query = store_query
+    bench.namespaces = tuple(namespaces)
+    for namespace in bench.namespaces:
+        bench.kubectl("create", "namespace", namespace)
+    for name in REPLICAS:
+        bench.start_replica(name)
+    print(f"two replicas up; logs in {workdir}", flush=True)
+    return bench
 
 
 def run(args: argparse.Namespace) -> None:
@@ -592,19 +668,8 @@ def run(args: argparse.Namespace) -> None:
     }
     table = Table()
     with contextlib.ExitStack() as stack:
-        workdir = (
-            Path(args.workdir)
-            if args.workdir
-            else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentrun-bench-")))
-        )
-        workdir.mkdir(parents=True, exist_ok=True)
-        bench = stack.enter_context(started(workdir, args.poll_interval, args.log_flag))
-        for namespace in namespaces.values():
-            bench.kubectl("create", "namespace", namespace)
-        bench.namespaces = tuple(namespaces.values())
-        for name in REPLICAS:
-            bench.start_replica(name)
-        print(f"two replicas up; logs in {workdir}", flush=True)
+        workdir = working_folder(stack, args.workdir)
+        bench = replicas_up(stack, args, workdir, namespaces.values())
         try:
             if args.memory_runs:
                 phase_memory(bench, table, args.memory_runs, namespaces["memory"])
@@ -645,6 +710,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--memory-runs", type=int, default=100, help="runs parked for the memory phase, 0 to skip"
     )
+    return command(run, parser, argv)
+
+
+def command(
+    run: Callable[[argparse.Namespace], None],
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+) -> int:
+    """Parse ``argv`` with the replicas' options added, and ``run``; an exit status. Whatever
+    ends it (a server that cannot start, Ctrl-C, SIGTERM), what it started is stopped."""
     parser.add_argument(
         "--poll-interval", type=float, default=1.0, help="AGENTRUN_POLL_INTERVAL (1.0 s)"
     )
@@ -657,7 +732,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--workdir", help="keep the servers' and replicas' files and logs here")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         run(args)
     except pytest.fail.Exception as missing:

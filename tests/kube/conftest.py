@@ -25,7 +25,7 @@ from tests.support.kube import (
     kubectl_binary,
     start_control_plane,
 )
-from tests.support.operator import Operators, wait_for
+from tests.support.operator import Operators, operator_pool, wait_for
 from tests.support.redis_server import RedisServer, redis_server
 
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
@@ -108,16 +108,7 @@ def operators(
     kube: Kube, redis: RedisServer, effects: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operators]:
     """Two operator replicas on this module's namespace and Redis."""
-    pool = Operators(
-        kube.control_plane,
-        kube.namespace,
-        redis.url,
-        tmp_path_factory.mktemp("operators"),
-        env={
-            "AGENTRUN_AGENT_MODULES": "tests.kube.operator_agents",
-            "AGENTRUN_TEST_EFFECTS": str(effects),
-        },
-    )
+    pool = operator_pool(kube, redis, effects, tmp_path_factory)
     pool.start("replica-a")
     pool.start("replica-b")
     try:

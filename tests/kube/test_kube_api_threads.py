@@ -17,6 +17,7 @@ from tests.support.agentruns import apply_run
 from tests.support.kube import Kube
 
 from agentrun.operator.kubeapi import KubeApi
+from agentrun.operator.metrics import Metrics
 
 BLOCKED_FOR = 3.0
 
@@ -48,3 +49,25 @@ def test_kube_calls_do_not_wait_for_a_full_default_executor(kube: Kube) -> None:
 
     took = asyncio.run(measure())
     assert took < BLOCKED_FOR / 3, f"a read and a status patch took {took:.2f}s"
+
+
+def test_status_patches_and_each_wait_for_a_thread_are_timed(kube: Kube) -> None:
+    """What ``make bench-agents`` reads to tell a slow API server from a pool too small."""
+    apply_run(kube, "timed", "nobody")
+    metrics = Metrics()
+
+    async def patch() -> None:
+        api = KubeApi(new_client_from_config(config_file=str(kube.kubeconfig)), metrics)  # type: ignore[no-untyped-call]
+        try:
+            assert await api.get(kube.namespace, "timed") is not None
+            await api.patch_status(
+                kube.namespace, "timed", [{"op": "add", "path": "/status", "value": {}}]
+            )
+        finally:
+            api.close()
+
+    asyncio.run(patch())
+    sample = metrics.registry.get_sample_value
+    assert sample("agentrun_status_write_seconds_count") == 1
+    assert 0 < (sample("agentrun_status_write_seconds_sum") or 0) < 5
+    assert sample("agentrun_kube_pool_wait_seconds_count") == 2

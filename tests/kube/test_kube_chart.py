@@ -99,6 +99,12 @@ UIDS_UNSET = (
 )
 """What a platform that assigns UIDs itself (OpenShift's restricted SCC) needs."""
 
+TRACING = (
+    "tracing.otlpEndpoint=http://otel-collector.observability:4318,"
+    "tracing.headersSecret.name=otlp-headers,tracing.sampleRatio=0.25"
+)
+"""Spans to a collector, with its token from a Secret, one run in four traced."""
+
 COMBINATIONS = {
     "default": [],
     "second-release": ["--set", SECOND_RELEASE],
@@ -113,6 +119,7 @@ COMBINATIONS = {
         "--set-json", 'extraVolumeMounts=[{"name": "keys", "mountPath": "/k", "readOnly": true}]',
     ],
     "uids-assigned-by-the-platform": ["--set", UIDS_UNSET],
+    "tracing": ["--set", TRACING],
     "hard-anti-affinity-min-available": ["--set", "podAntiAffinity=hard,podDisruptionBudget."
         "minAvailable=1,podDisruptionBudget.maxUnavailable=null"],
 }  # fmt: skip
@@ -255,6 +262,10 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         ({"containerSecurityContext": {"readOnlyRootFS": True}}, "readOnlyRootFS"),
         ({"podAntiAffinity": "sometimes"}, "podAntiAffinity"),
         ({"controllerName": "agentrun"}, "controllerName"),
+        ({"tracing": {"otlpEndpiont": "http://c:4318"}}, "Additional property otlpEndpiont"),
+        ({"tracing": {"otlpEndpoint": "c:4318"}}, "tracing.otlpEndpoint"),
+        ({"tracing": {"headersSecret": {"nam": "otlp"}}}, "Additional property nam"),
+        ({"tracing": {"sampleRatio": 1.5}}, "tracing.sampleRatio"),
     ],
     ids=[
         "top-level",
@@ -275,6 +286,10 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         "container-security",
         "anti-affinity",
         "controller-name",
+        "tracing",
+        "tracing-endpoint-scheme",
+        "tracing-headers-secret",
+        "tracing-sample-ratio",
     ],
 )
 def test_values_with_a_typo_are_rejected_by_the_schema(
@@ -530,6 +545,32 @@ def test_llm_keys_come_from_secrets_and_uids_from_the_platform(
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     assert "runAsUser" not in container_of(deployment)["securityContext"]
+
+
+def test_tracing_points_the_sdk_at_the_collector_and_is_off_by_default(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    """The operator exports spans only when OTEL_EXPORTER_OTLP_ENDPOINT is set (the OpenTelemetry
+    SDK's own variables), so the chart sets them all from the values or none of them."""
+    (deployment,) = by_kind(
+        render(kube, helm, kube_version, *COMBINATIONS["tracing"]), "Deployment"
+    )
+    otel = {e["name"]: e for e in container_of(deployment)["env"] if e["name"].startswith("OTEL_")}
+    assert otel == {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": {
+            "name": "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "value": "http://otel-collector.observability:4318",
+        },
+        "OTEL_SERVICE_NAME": {"name": "OTEL_SERVICE_NAME", "value": "agentrun-operator"},
+        "OTEL_TRACES_SAMPLER": {"name": "OTEL_TRACES_SAMPLER", "value": "parentbased_traceidratio"},
+        "OTEL_TRACES_SAMPLER_ARG": {"name": "OTEL_TRACES_SAMPLER_ARG", "value": "0.25"},
+        "OTEL_EXPORTER_OTLP_HEADERS": {
+            "name": "OTEL_EXPORTER_OTLP_HEADERS",
+            "valueFrom": {"secretKeyRef": {"name": "otlp-headers", "key": "headers"}},
+        },
+    }
+    (default,) = by_kind(render(kube, helm, kube_version), "Deployment")
+    assert not [e for e in container_of(default)["env"] if e["name"].startswith("OTEL_")]
 
 
 def test_a_budget_with_both_bounds_is_refused(kube: Kube, helm: str, kube_version: str) -> None:

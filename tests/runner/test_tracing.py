@@ -14,8 +14,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from aiohttp import web
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -28,9 +26,9 @@ from agentrun.runner.loop import AgentRunner
 from agentrun.runner.providers.base import ModelReply, Provider, ProviderError
 from agentrun.runner.providers.scripted import ScriptedProvider
 from agentrun.stores.memory import MemoryBackend
-from agentrun.testing.model_server import run_in_thread
 from tests.runner.helpers import runner
 from tests.support.cli import COMMAND, cli_env
+from tests.support.otlp import Collector, collecting
 
 
 @pytest.fixture
@@ -124,17 +122,9 @@ async def test_a_model_call_that_fails_is_an_error_span(
 
 
 @pytest.fixture
-def collector() -> Iterator[tuple[str, list[ExportTraceServiceRequest]]]:
-    received: list[ExportTraceServiceRequest] = []
-
-    async def traces(request: web.Request) -> web.Response:
-        received.append(ExportTraceServiceRequest.FromString(await request.read()))
-        return web.Response(status=200)
-
-    app = web.Application()
-    app.router.add_post("/v1/traces", traces)
-    with run_in_thread(app, "collector") as url:
-        yield url, received
+def collector() -> Iterator[Collector]:
+    with collecting() as collector:
+        yield collector
 
 
 def _run_booking(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -156,20 +146,13 @@ def _run_booking(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]
 
 
 def test_the_cli_exports_its_spans_when_an_otlp_endpoint_is_set(
-    tmp_path: Path, collector: tuple[str, list[ExportTraceServiceRequest]]
+    tmp_path: Path, collector: Collector
 ) -> None:
-    url, received = collector
     done = _run_booking(
-        tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=url, OTEL_SERVICE_NAME="agentrun-test"
+        tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=collector.url, OTEL_SERVICE_NAME="agentrun-test"
     )
     assert done.returncode == 0, done.stderr
-    spans = [
-        (resource.resource, span)
-        for request in received
-        for resource in request.resource_spans
-        for scope in resource.scope_spans
-        for span in scope.spans
-    ]
+    spans = collector.spans()
     names = sorted(span.name for _, span in spans)
     assert names.count("chat scripted") == 4
     assert "invoke_agent booking" in names

@@ -14,7 +14,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.kube import REPO, Cluster, free_port
+import pytest
+
+from tests.support.kube import REPO, Cluster, Kube, free_port
+from tests.support.redis_server import RedisServer
 
 
 @dataclass
@@ -100,6 +103,28 @@ class Operators:
 
     def logs(self) -> str:
         return "\n".join(f"===== {r.name} =====\n{r.output()[-6000:]}" for r in self.replicas)
+
+
+def operator_pool(
+    kube: Kube,
+    redis: RedisServer,
+    effects: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    **env: str,
+) -> Operators:
+    """Replicas (none started yet) on the test module's namespace and Redis, with the agents of
+    ``tests.kube.operator_agents`` (recording their effects in ``effects``) and ``env``."""
+    return Operators(
+        kube.control_plane,
+        kube.namespace,
+        redis.url,
+        tmp_path_factory.mktemp("operators"),
+        env={
+            "AGENTRUN_AGENT_MODULES": "tests.kube.operator_agents",
+            "AGENTRUN_TEST_EFFECTS": str(effects),
+            **env,
+        },
+    )
 
 
 def wait_for(what: str, check: object, timeout: float, logs: object = None) -> None:

@@ -25,6 +25,8 @@ class OperatorConfig(FrozenModel):
     lease_ttl: float = Field(default=60.0, gt=0)
     lease_renew_within: float = Field(default=20.0, gt=0)
     poll_interval: float = Field(default=1.0, gt=0)
+    kube_threads: int = Field(default=32, ge=1, le=1024)
+    """Threads of ``KubeApi``'s pool: the Kubernetes calls one replica has in flight at most."""
 
     @classmethod
     def from_environment(cls) -> OperatorConfig:
@@ -55,4 +57,5 @@ class OperatorConfig(FrozenModel):
             lease_ttl=float(os.environ.get("AGENTRUN_LEASE_TTL", "60")),
             lease_renew_within=float(os.environ.get("AGENTRUN_LEASE_RENEW_WITHIN", "20")),
             poll_interval=float(os.environ.get("AGENTRUN_POLL_INTERVAL", "1")),
+            kube_threads=int(os.environ.get("AGENTRUN_KUBE_THREADS", "32")),
         )

@@ -10,13 +10,16 @@ That client blocks, so its calls run in a thread pool of their own (``THREADS``)
 event loop's default executor: whatever else a process puts there (a tool's blocking work, a
 library's DNS lookups) cannot make a fenced status write wait, and a slow Kubernetes call cannot
 hold up anything else. The client's connection pool is sized to the thread pool, so a thread never
-waits for a connection either.
+waits for a connection either. Given ``Metrics``, it times every status patch and each call's wait
+for a thread (``agentrun_status_write_seconds``, ``agentrun_kube_pool_wait_seconds``): what says
+whether the pool is big enough.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
@@ -25,6 +28,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from agentrun.operator.agent_resource import AGENT_PLURAL
+from agentrun.operator.metrics import Metrics
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
 
 JSON_PATCH = "application/json-patch+json"
@@ -35,31 +39,47 @@ class Rejected(Exception):
 
 
 THREADS = 32
-"""Kubernetes calls one process has in flight at most; each takes milliseconds."""
+"""Kubernetes calls one process has in flight at most, unless told otherwise
+(``AGENTRUN_KUBE_THREADS``); each takes milliseconds on a quiet API server."""
 
 T = TypeVar("T")
 
 
-def _load() -> client.ApiClient:
+def _load(threads: int) -> client.ApiClient:
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     else:
         config.load_kube_config()  # type: ignore[no-untyped-call]
     configuration = client.Configuration.get_default_copy()
-    configuration.connection_pool_maxsize = THREADS
+    configuration.connection_pool_maxsize = threads
     return client.ApiClient(configuration)
 
 
 class KubeApi:
-    def __init__(self, api_client: client.ApiClient | None = None) -> None:
-        self._client = api_client or _load()
+    def __init__(
+        self,
+        api_client: client.ApiClient | None = None,
+        metrics: Metrics | None = None,
+        threads: int = THREADS,
+    ) -> None:
+        self._client = api_client or _load(threads)
+        self._metrics = metrics
         self._objects = client.CustomObjectsApi(self._client)
         self._core = client.CoreV1Api(self._client)
-        self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="kubeapi")
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kubeapi")
 
     async def _off_loop(self, call: Callable[[], T]) -> T:
         """``call`` in this client's own threads (see the module's notes)."""
-        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+        if self._metrics is None:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+        waiting = self._metrics.kube_pool_wait_seconds
+        asked = time.monotonic()
+
+        def timed() -> T:
+            waiting.observe(time.monotonic() - asked)
+            return call()
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool, timed)
 
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         def call() -> dict[str, Any] | None:
@@ -92,7 +112,12 @@ class KubeApi:
                     raise Rejected(error.body) from error
                 raise
 
-        return await self._off_loop(call)
+        asked = time.monotonic()
+        try:
+            return await self._off_loop(call)
+        finally:
+            if self._metrics is not None:
+                self._metrics.status_write_seconds.observe(time.monotonic() - asked)
 
     async def pin_status(self, current: dict[str, Any], key: str, value: str) -> None:
         """Write ``status.<key>`` once, decided from ``current``: the patch tests the

@@ -1,4 +1,5 @@
-"""Operator start-up and shut-down: settings, the stores, the API client, metrics, agents.
+"""Operator start-up and shut-down: settings, the stores, the API client, metrics, agents, and
+the OTLP export of spans when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (the chart's ``tracing``).
 
 Start-up also points everything the operator writes for people at the backend's ``Masker``: the
 status writers take it from the backend, events (``events.mask_with``) and the log
@@ -22,6 +23,7 @@ from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
 from agentrun.redaction import Masker, MaskingFilter
 from agentrun.runner.registry import registered_agents
+from agentrun.runner.tracing import export_if_configured
 from agentrun.stores import open_backend
 
 
@@ -58,6 +60,7 @@ async def start(
     settings.posting.reporting_component = config.controller_name
     settings.posting.reporting_instance = config.worker_id
     try:
+        export_if_configured()
         backend = await open_backend(config.store_url)
     except ConfigurationError as error:
         # No retry can help (a store that may evict keys, a malformed URL): a person has to
@@ -68,7 +71,7 @@ async def start(
     metrics = Metrics()
     metrics.serve(config.metrics_port)
     agents = registered_agents()
-    api = KubeApi()
+    api = KubeApi(metrics=metrics, threads=config.kube_threads)
     memo.context = OperatorContext(
         config=config,
         backend=backend,

@@ -3,7 +3,8 @@
 Runs by their ``Succeeded`` reason (every replica counts every run of its install from its watch,
 so each reports the same numbers: aggregate with ``max``, not ``sum``), how
 attempts at runs ended (by ``Outcome``), resumes, undecidable calls, checkpoint sizes, refusals
-and write latency, lease acquisitions and losses.
+and write latency, lease acquisitions and losses, and how long fenced status writes take and
+Kubernetes calls wait for a thread of ``KubeApi``'s pool (what says that pool is too small).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 SIZE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
+LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+"""Seconds, from a millisecond: a status write on a quiet API server takes a few."""
 
 
 class Metrics:
@@ -59,6 +62,19 @@ class Metrics:
         )
         self.lease_losses = Counter(
             "agentrun_lease_losses", "Run leases this replica lost while working", registry=r
+        )
+        self.status_write_seconds = Histogram(
+            "agentrun_status_write_seconds",
+            "Time of each status patch, from asking to the API server's answer (thread wait "
+            "included)",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.kube_pool_wait_seconds = Histogram(
+            "agentrun_kube_pool_wait_seconds",
+            "Time each Kubernetes call waited for a thread of the operator's pool",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self._reasons: dict[str, str] = {}
 

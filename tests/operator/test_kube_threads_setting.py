@@ -1,0 +1,23 @@
+"""How many Kubernetes calls a replica has in flight is a setting (``AGENTRUN_KUBE_THREADS``).
+
+``make bench-agents`` shows why: with hundreds of runs in flight, 32 threads make status writes
+wait for a thread, and a replica on a faster API server is served by more.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from agentrun.operator.config import OperatorConfig
+
+
+def test_the_pool_is_32_threads_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTRUN_STORE_URL", "memory://")
+    monkeypatch.delenv("AGENTRUN_KUBE_THREADS", raising=False)
+    assert OperatorConfig.from_environment().kube_threads == 32
+    monkeypatch.setenv("AGENTRUN_KUBE_THREADS", "128")
+    assert OperatorConfig.from_environment().kube_threads == 128
+    monkeypatch.setenv("AGENTRUN_KUBE_THREADS", "0")
+    with pytest.raises(ValidationError, match="kube_threads"):
+        OperatorConfig.from_environment()
