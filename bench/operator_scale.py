@@ -56,6 +56,9 @@ from agentrun import open_backend
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
 
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
+AGENT_CRD = REPO / "crds" / "agents.agentrun.dev.yaml"
+"""Installed beside the AgentRun CRD, as the chart does: a run's worker looks its agent up there
+first (``agent_resolver``), which costs a request a run like any install's."""
 REPLICAS = ("replica-a", "replica-b")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -203,9 +206,13 @@ def started(workdir: Path, poll_interval: float, log_flag: str) -> Iterator[Benc
         print("starting etcd, kube-apiserver and redis on loopback ...", flush=True)
         bench.plane = start_control_plane(workdir / "control-plane")
         bench.redis = RedisServer(workdir / "redis").start()
-        bench.kubectl("apply", "--server-side", "-f", str(CRD))
+        bench.kubectl("apply", "--server-side", "-f", str(CRD), "-f", str(AGENT_CRD))
         bench.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", "crd/agentruns.agentrun.dev"
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/agentruns.agentrun.dev",
+            "crd/agents.agentrun.dev",
         )
         bench.api = new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=str(bench.plane.kubeconfig)

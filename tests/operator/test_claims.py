@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentrun.errors import ConfigurationError
-from agentrun.operator.claims import ours
+from agentrun.operator.claims import claim_patch, ours
 from agentrun.operator.config import DEFAULT_CONTROLLER, OperatorConfig
 from agentrun.operator.lifecycle import daemon_finalizer
 
@@ -45,3 +45,47 @@ def test_a_controller_name_that_cannot_be_one_is_refused_naming_the_variable(
         OperatorConfig.from_environment()
     monkeypatch.setenv("AGENTRUN_CONTROLLER_NAME", MINE)
     assert OperatorConfig.from_environment().controller_name == MINE
+
+
+def _run(status: dict[str, object] | None) -> dict[str, object]:
+    body: dict[str, object] = {"metadata": {"generation": 2}, "spec": {"agent": "a"}}
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+def test_a_new_runs_claim_tenant_and_first_conditions_are_one_patch_tested_against_absence() -> (
+    None
+):
+    [absent, generation, write] = claim_patch(_run(None), MINE, "team-a")
+    assert absent == {"op": "test", "path": "/status", "value": None}
+    assert generation == {"op": "test", "path": "/metadata/generation", "value": 2}
+    assert write["path"] == "/status"
+    status = write["value"]
+    assert (status["controller"], status["tenant"], status["observedGeneration"]) == (
+        MINE,
+        "team-a",
+        2,
+    )
+    assert [c["reason"] for c in status["conditions"]] == [
+        "Pending",
+        "NotWaiting",
+        "Decided",
+        "NotYet",
+    ]
+
+
+def test_only_what_is_missing_is_written_and_each_write_tests_its_field_absent() -> None:
+    claimed = _run({"controller": MINE, "conditions": [{"type": "Succeeded"}]})
+    assert claim_patch(claimed, MINE, "team-a") == [
+        {"op": "test", "path": "/status/tenant", "value": None},
+        {"op": "add", "path": "/status/tenant", "value": "team-a"},
+    ]
+    pinned = _run({"controller": MINE, "tenant": "team-a", "conditions": [{"type": "Succeeded"}]})
+    assert claim_patch(pinned, MINE, "team-a") == []
+
+
+def test_a_refused_tenant_is_not_pinned_but_the_claim_is_made() -> None:
+    [_, _, write] = claim_patch(_run(None), MINE, None)
+    assert "tenant" not in write["value"]
+    assert write["value"]["controller"] == MINE

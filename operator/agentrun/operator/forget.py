@@ -35,11 +35,10 @@ from typing import Any
 
 from agentrun.checkpointing import Checkpointer
 from agentrun.errors import RunLeaseError
-from agentrun.operator.claims import ours
+from agentrun.operator.claims import ours, pinned_tenant
 from agentrun.operator.context import FINALIZER, OperatorContext
 from agentrun.operator.finalizers import drop_finalizer
 from agentrun.operator.tenancy import tenant_for
-from agentrun.operator.witness import pinned_tenant
 
 FORGET_TTL = 30.0
 """Seconds the lease taken to forget a run lasts, should the forgetting replica die meanwhile."""

@@ -16,9 +16,9 @@ This module is the daemon loop and what it does after an attempt, decided by the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from agentrun.errors import AgentRunError, IndeterminateToolCallError, NothingCheckpointedError
@@ -33,10 +33,11 @@ from agentrun.operator.events import CLAIMED_ELSEWHERE, notice
 from agentrun.operator.finalizers import ensure_finalizer
 from agentrun.operator.forget import forget_run
 from agentrun.operator.kubeapi import Rejected
+from agentrun.operator.news import News
 from agentrun.operator.policies import checkpoint_policy, lease_policy
 from agentrun.operator.reporter import Logger, RunReporter
 from agentrun.operator.resource import AgentRunSpec
-from agentrun.operator.witness import is_parked, pin_tenant, refuse_fresh_start_if_lost
+from agentrun.operator.witness import is_parked, refuse_fresh_start_if_lost, refuse_if_lost
 from agentrun.outcomes import SUCCEEDED, Outcome
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.registry import RegisteredAgent
@@ -55,16 +56,21 @@ class RunWorker:
         body: Mapping[str, Any],
         stopping: Callable[[], bool],
         logger: Logger,
+        news: News | None = None,
     ) -> None:
         meta = body["metadata"]
         self.context = context
         self.body = body
         self.stopping = stopping
+        self.news = news or News()
         self.namespace: str = meta["namespace"]
         self.name: str = meta["name"]
         self.run_id: str = meta["uid"]
         self.report = RunReporter(context, body, logger)
         self.tenant = ""
+        self._returned: Mapping[str, Any] | None = None
+        """The run as the API server last returned it to this worker, until an attempt uses it:
+        fresher than the watch's view, so the attempt need not read it again."""
 
     def _spec(self) -> AgentRunSpec:
         return AgentRunSpec.model_validate(dict(self.body["spec"]))
@@ -77,11 +83,21 @@ class RunWorker:
     def _deleted(self) -> bool:
         return bool(self.body["metadata"].get("deletionTimestamp"))
 
+    def _over(self) -> bool:
+        """Told to stop, the run gone, or finished as the watch shows it."""
+        current = self.report.current()
+        return (
+            self.stopping()
+            or self.news.gone
+            or c.is_terminal(current.get("conditions") or [])
+            or is_parked(current)
+        )
+
     async def work(self) -> None:
         """Run the run while this replica may; if it stopped because the run is being deleted,
         forget it now, under its lease, rather than leave that to the next watch event."""
         await self._work()
-        if self._deleted():
+        if self._deleted() and not self.news.gone:
             try:
                 await forget_run(self.context, self.body)
             except (
@@ -89,34 +105,49 @@ class RunWorker:
             ) as error:  # the store or the API server away: ``Forgetting`` asks again
                 self.report.say("could not forget the run yet: %s", error, level=logging.WARNING)
 
+    async def _seen_again(self, run: Mapping[str, Any], attempt: int) -> Mapping[str, Any] | None:
+        """The run after a patch computed from ``run`` was rejected. The first time, the watch's
+        view of it, once it differs from ``run`` (the change that made the patch fail is on its
+        way: at most a poll interval is waited for it); else, or if that too was rejected, the
+        object as read."""
+        seen = run["metadata"].get("resourceVersion")
+        if attempt == 0:
+            if self.body["metadata"].get("resourceVersion") == seen:
+                await self.news.next(self.context.config.poll_interval)
+            if self.news.gone:
+                return None
+            if self.body["metadata"].get("resourceVersion") != seen:
+                return self.body
+        return await self.context.api.get(self.namespace, self.name)
+
     async def _work(self) -> None:
         controller = self.context.config.controller_name
-        owner = await claim(self.context.api, self.namespace, self.name, controller)
-        if owner != controller:
-            if owner is not None:
+        claimed = await claim(self.context.api, self.body, controller, self._seen_again)
+        if claimed.owner != controller:
+            if claimed.owner is not None:
                 notice(
                     self.body,
                     CLAIMED_ELSEWHERE,
-                    f"operator install {owner} runs this AgentRun; {controller} leaves it alone",
+                    f"operator install {claimed.owner} runs this AgentRun; {controller} leaves "
+                    "it alone",
                 )
             return
-        if not self.report.current().get("conditions"):
-            with contextlib.suppress(Rejected):  # kept changing: another replica wrote them
-                await self.report.first_seen()
         spec = self._spec()
-        tenant = await pin_tenant(self.context.api, self.namespace, self.name, spec.tenant)
-        if tenant is None:
+        if claimed.tenant is None:
             await self.report.ended(
                 Outcome.TENANT_NOT_ALLOWED,
                 f"namespace {self.namespace} does not grant tenant {spec.tenant!r}; "
                 "drop spec.tenant or label the namespace agentrun.dev/tenant",
             )
             return
-        self.tenant = self.report.tenant = tenant
-        while not self.stopping():
-            current = self.report.current()
-            if c.is_terminal(current.get("conditions") or []) or is_parked(current):
-                return
+        self.tenant = self.report.tenant = claimed.tenant
+        self._returned = claimed.run if claimed.written else None
+        if not claimed.written:
+            await self._let_the_claimer_start()
+        while not self._over():
+            if await self.context.backend.leases.held(self.tenant, self.run_id) is not None:
+                await self._wait_for_lease()  # the holder's to run and to report on
+                continue
             spec = self._spec()
             try:  # an Agent resource of that name, else one in the image (agent_resolver)
                 resolved = await self.context.resolver.resolve(self.namespace, spec.agent)
@@ -129,14 +160,19 @@ class RunWorker:
             if waiting_on_people(spec, self.report.current()):
                 await self._pause()
                 continue
+            # The watch may lag the last holder's final status write, or the deletion, by a
+            # moment; the object as the API server just returned it does not, so a finished
+            # run is never taken up again, nor one being deleted (which another replica may
+            # already have forgotten).
+            returned = self._returned or await self.context.api.get(self.namespace, self.name)
+            self._returned = None
             try:
-                fresh = await ensure_finalizer(self.context.api, self.namespace, self.name)
+                fresh = returned and await ensure_finalizer(
+                    self.context.api, returned, self._seen_again
+                )
             except Rejected:  # the object kept changing under the patch: next turn
                 await self._pause()
                 continue
-            # The watch may lag the last holder's final status write, or the deletion, by a
-            # moment; the object as just read does not, so a finished run is never taken up
-            # again, nor one being deleted (which another replica may already have forgotten).
             if (
                 fresh is None
                 or fresh["metadata"].get("deletionTimestamp")
@@ -147,7 +183,22 @@ class RunWorker:
             if waiting_on_people(spec, fresh.get("status") or {}):
                 await self._pause()
                 continue
-            await self._attempt(spec, resolved)
+            await self._attempt(spec, resolved, fresh)
+
+    async def _let_the_claimer_start(self) -> None:
+        """Another replica claimed the run just now, or claimed it and has decided nothing of it
+        since (it still shows ``Pending`` and no lease): it is about to take the lease, so let it,
+        rather than compete for the lease with requests of our own. Waits on the watch, asking
+        the API server nothing, until the status names a lease or says anything else, for at
+        most a lease TTL: as long as a holder that died keeps a run waiting."""
+        config = self.context.config
+        deadline = time.monotonic() + config.lease_ttl
+        while not self._over() and time.monotonic() < deadline:
+            status = self.report.current()
+            succeeded = c.find(status.get("conditions") or [], SUCCEEDED) or {}
+            if status.get("lease") or succeeded.get("reason") != c.PENDING.reason:
+                return
+            await self.news.next(min(config.poll_interval, deadline - time.monotonic()))
 
     async def _idle(self, outcome: Outcome, message: str) -> None:
         """Say why the run is not going on — unless a holder is still finishing its step: then
@@ -161,7 +212,12 @@ class RunWorker:
 
     # -- one attempt at the lease ---------------------------------------------------------------
 
-    def _runner(self, spec: AgentRunSpec, registered: RegisteredAgent) -> AgentRunner:
+    def _runner(
+        self,
+        spec: AgentRunSpec,
+        registered: RegisteredAgent,
+        took_lease: Callable[[RunLease, bool], Awaitable[None]],
+    ) -> AgentRunner:
         config = self.context.config
 
         async def finished(result: RunResult) -> None:
@@ -174,17 +230,27 @@ class RunWorker:
             lease_policy=lease_policy(spec, config),
             holder=config.worker_id,
             on_boundary=self.report.at_boundary,
-            on_lease=self._took_lease,
+            on_lease=took_lease,
             on_result=finished,
         )
 
-    async def _took_lease(self, lease: RunLease, resumed: bool) -> None:
-        if not resumed:  # about to start from the input: unless the store lost the run
-            await refuse_fresh_start_if_lost(self.context, self.namespace, self.name, lease)
-        await self.report.took_lease(lease, resumed)
+    async def _attempt(
+        self, spec: AgentRunSpec, resolved: ResolvedAgent, fresh: Mapping[str, Any]
+    ) -> None:
+        async def took_lease(lease: RunLease, resumed: bool) -> None:
+            vet = None
+            if not resumed:  # about to start from the input: unless the store lost the run
+                started = await refuse_fresh_start_if_lost(
+                    self.context, lease, fresh.get("status") or {}
+                )
 
-    async def _attempt(self, spec: AgentRunSpec, resolved: ResolvedAgent) -> None:
-        runner = self._runner(spec, resolved.registered)
+                def vet(run: Mapping[str, Any]) -> None:
+                    status = run.get("status") or {}
+                    refuse_if_lost(lease.tenant, lease.run_id, status, started_in_store=started)
+
+            await self.report.took_lease(lease, resumed, fresh, vet)
+
+        runner = self._runner(spec, resolved.registered, took_lease)
         agent = resolved.registered.definition
         budget = spec.budget.max_cost_micros if spec.budget else resolved.budget_micros
         backend = self.context.backend
@@ -192,7 +258,12 @@ class RunWorker:
         await record_approvals(backend.idempotency, self.tenant, self.run_id, spec)
 
         def stop() -> bool:
-            return self.stopping() or self._deleted() or bool(self.body["spec"].get("suspend"))
+            return (
+                self.stopping()
+                or self.news.gone
+                or self._deleted()
+                or bool(self.body["spec"].get("suspend"))
+            )
 
         try:
             try:
@@ -241,8 +312,14 @@ class RunWorker:
             raise error
 
     async def _wait_for_lease(self) -> None:
-        """Another replica holds the run: wait until the store says its lease is gone."""
-        while not self.stopping():
+        """Another replica holds the run: wait until the store says its lease is gone, asking
+        again at each watch event of the run (the holder's status writes) and at least every
+        poll interval; not at all once the watch shows the run over. A holder writes its last
+        status (which names no holder) before it lets the lease go, so a lease gone while the
+        watch still names a holder means that write is on its way: it is waited for, a poll
+        interval at most, rather than the run being taken up again from a read."""
+        settled = False
+        while not self._over():
             try:
                 held = await self.context.backend.leases.held(self.tenant, self.run_id)
             except AgentRunError as error:
@@ -251,9 +328,14 @@ class RunWorker:
                 self.report.say("will ask again: %s", error, level=logging.WARNING)
                 await asyncio.sleep(RETRY_BACKOFF)
                 continue
+            poll = self.context.config.poll_interval
             if held is None:
-                return
-            await asyncio.sleep(min(held.remaining, self.context.config.poll_interval))
+                if settled or not (self.report.current().get("lease") or {}).get("holder"):
+                    return
+                settled = True
+                await self.news.next(poll)
+                continue
+            await self.news.next(min(held.remaining, poll))
 
     async def _record_resolutions(self, checkpoint: Checkpoint) -> None:
         backend = self.context.backend
