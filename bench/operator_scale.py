@@ -26,9 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import os
-import re
 import signal
-import ssl
 import statistics
 import subprocess
 import sys
@@ -352,33 +350,6 @@ def manifest(prefix: str, count: int, agent: str, lease: tuple[int, int] | None 
     )
 
 
-# -- API server request counts ------------------------------------------------------------------
-
-REQUEST_LINE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
-LABEL = re.compile(r'(\w+)="([^"]*)"')
-
-
-def api_requests(bench: Bench) -> Counter[str]:
-    """``apiserver_request_total`` summed by resource[/subresource] and verb."""
-    assert bench.plane is not None
-    context = ssl.create_default_context(cafile=str(bench.plane.workdir / "certs" / "ca.crt"))
-    request = urllib.request.Request(f"{bench.plane.server}/metrics")
-    request.add_header("Authorization", f"Bearer {bench.plane.token}")
-    with urllib.request.urlopen(request, timeout=30, context=context) as response:
-        text = response.read().decode()
-    totals: Counter[str] = Counter()
-    for line in text.splitlines():
-        matched = REQUEST_LINE.match(line)
-        if matched is None:
-            continue
-        labels = dict(LABEL.findall(matched["labels"]))
-        resource = labels.get("resource", "")
-        if labels.get("subresource"):
-            resource += "/" + labels["subresource"]
-        totals[f"{labels.get('verb', '?')} {resource}"] += int(float(matched["value"]))
-    return totals
-
-
 # -- phases -------------------------------------------------------------------------------------
 
 
@@ -510,7 +481,8 @@ def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, bud
     pids = bench.pids()
     cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     own_before = os.times()
-    requests_before = api_requests(bench)
+    assert bench.plane is not None
+    requests_before = bench.plane.requests()
     peak = {name: 0 for name in bench.replicas}
     with Watcher(bench, namespace, succeeded) as watcher:
         began = time.monotonic()
@@ -535,7 +507,7 @@ def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, bud
     ) - (
         own_before.user + own_before.system + own_before.children_user + own_before.children_system
     )
-    requests = api_requests(bench) - requests_before
+    requests = bench.plane.requests() - requests_before
     done = [r for r in runs if r.outcome == "ok" and r.ended is not None]
     failed = Counter(r.outcome for r in runs if r.ended is not None and r.outcome != "ok")
     finished_at = sorted(r.ended - began for r in done if r.ended is not None)

@@ -113,6 +113,11 @@ class StatusWriter:
         """What the timer's write met, for the next ``write_soon`` to raise."""
         self._lock = asyncio.Lock()
 
+    def shown(self) -> Mapping[str, Any]:
+        """The status as this holder's last write left it (empty when it holds nothing): fresher
+        than the watch's view right after the write."""
+        return (self._patched or {}).get("status") or {}
+
     async def _read(self) -> dict[str, Any] | None:
         return await self.api.get(self.namespace, self.name)
 

@@ -84,13 +84,21 @@ class RunWorker:
         return bool(self.body["metadata"].get("deletionTimestamp"))
 
     def _over(self) -> bool:
-        """Told to stop, the run gone, or finished as the watch shows it."""
-        current = self.report.current()
+        """Told to stop, the run gone, or finished as the watch shows it or as this replica's
+        last status write left it (the watch may not show that write yet)."""
         return (
             self.stopping()
             or self.news.gone
-            or c.is_terminal(current.get("conditions") or [])
-            or is_parked(current)
+            or any(
+                c.is_terminal(status.get("conditions") or []) or is_parked(status)
+                for status in (self.report.current(), self.report.status.shown())
+            )
+        )
+
+    def _waiting_on_people(self, spec: AgentRunSpec) -> bool:
+        return any(
+            waiting_on_people(spec, status)
+            for status in (self.report.current(), self.report.status.shown())
         )
 
     async def work(self) -> None:
@@ -157,7 +165,7 @@ class RunWorker:
             if spec.suspend:
                 await self._idle(Outcome.SUSPENDED, Outcome.SUSPENDED.meaning)
                 continue
-            if waiting_on_people(spec, self.report.current()):
+            if self._waiting_on_people(spec):
                 await self._pause()
                 continue
             # The watch may lag the last holder's final status write, or the deletion, by a
@@ -318,7 +326,7 @@ class RunWorker:
         status (which names no holder) before it lets the lease go, so a lease gone while the
         watch still names a holder means that write is on its way: it is waited for, a poll
         interval at most, rather than the run being taken up again from a read."""
-        settled = False
+        settling: float | None = None
         while not self._over():
             try:
                 held = await self.context.backend.leases.held(self.tenant, self.run_id)
@@ -330,10 +338,11 @@ class RunWorker:
                 continue
             poll = self.context.config.poll_interval
             if held is None:
-                if settled or not (self.report.current().get("lease") or {}).get("holder"):
+                settling = settling or time.monotonic() + poll
+                left = settling - time.monotonic()
+                if left <= 0 or not (self.report.current().get("lease") or {}).get("holder"):
                     return
-                settled = True
-                await self.news.next(poll)
+                await self.news.next(left)
                 continue
             await self.news.next(min(held.remaining, poll))
 
