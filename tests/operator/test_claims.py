@@ -54,38 +54,23 @@ def _run(status: dict[str, object] | None) -> dict[str, object]:
     return body
 
 
-def test_a_new_runs_claim_tenant_and_first_conditions_are_one_patch_tested_against_absence() -> (
-    None
-):
-    [absent, generation, write] = claim_patch(_run(None), MINE, "team-a")
+def test_a_new_runs_claim_and_first_conditions_are_one_patch_tested_against_absence() -> None:
+    [absent, generation, write] = claim_patch(_run(None), MINE)
     assert absent == {"op": "test", "path": "/status", "value": None}
     assert generation == {"op": "test", "path": "/metadata/generation", "value": 2}
     assert write["path"] == "/status"
     status = write["value"]
-    assert (status["controller"], status["tenant"], status["observedGeneration"]) == (
-        MINE,
-        "team-a",
-        2,
-    )
-    assert [c["reason"] for c in status["conditions"]] == [
-        "Pending",
-        "NotWaiting",
-        "Decided",
-        "NotYet",
-    ]
+    assert (status["controller"], status["observedGeneration"]) == (MINE, 2)
+    assert "tenant" not in status  # pinned with the first lease, by the replica that takes it
+    reasons = [c["reason"] for c in status["conditions"]]
+    assert reasons == ["Pending", "NotWaiting", "Decided", "NotYet"]
 
 
 def test_only_what_is_missing_is_written_and_each_write_tests_its_field_absent() -> None:
-    claimed = _run({"controller": MINE, "conditions": [{"type": "Succeeded"}]})
-    assert claim_patch(claimed, MINE, "team-a") == [
-        {"op": "test", "path": "/status/tenant", "value": None},
-        {"op": "add", "path": "/status/tenant", "value": "team-a"},
+    seen = _run({"conditions": [{"type": "Succeeded"}]})
+    assert claim_patch(seen, MINE) == [
+        {"op": "test", "path": "/status/controller", "value": None},
+        {"op": "add", "path": "/status/controller", "value": MINE},
     ]
-    pinned = _run({"controller": MINE, "tenant": "team-a", "conditions": [{"type": "Succeeded"}]})
-    assert claim_patch(pinned, MINE, "team-a") == []
-
-
-def test_a_refused_tenant_is_not_pinned_but_the_claim_is_made() -> None:
-    [_, _, write] = claim_patch(_run(None), MINE, None)
-    assert "tenant" not in write["value"]
-    assert write["value"]["controller"] == MINE
+    claimed = _run({"controller": MINE, "conditions": [{"type": "Succeeded"}]})
+    assert claim_patch(claimed, MINE) == []

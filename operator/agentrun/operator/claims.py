@@ -9,10 +9,10 @@ see, so the run is owned there: every install has a controller name (``AGENTRUN_
 removing a claim. An install runs, reports on and forgets only the runs it claimed, and leaves
 every other run alone: it writes nothing to them.
 
-The same patch pins the run's tenant (``status.tenant``, see ``tenancy``: its namespace's, decided
-once, before the run first touches a store; the CRD refuses changing it, so a namespace relabelled
-later moves no run) and writes the conditions a run shows before anything else is decided. One
-request instead of three, each with the read it needed before.
+The same patch writes the conditions a run shows before anything else is decided, so a run costs
+one request to claim. Its tenant is not decided here: the replica about to take the run's first
+lease decides it, from the namespace (``tenancy``), and pins it in the status write that names
+its fence, so the replicas that lose the race to claim never read the namespace.
 
 The patch is computed from the run as this replica last saw it and ``test``s, atomically on the
 API server, that each field it decides is still what it was computed from (``null`` for a field
@@ -29,7 +29,6 @@ from typing import Any
 
 from agentrun.operator.conditions import initial_conditions
 from agentrun.operator.kubeapi import KubeApi, Rejected
-from agentrun.operator.tenancy import tenant_for
 
 ATTEMPTS = 5
 
@@ -50,20 +49,12 @@ def ours(body: Mapping[str, Any], controller: str) -> bool:
     return claimed_by(body) in (None, controller)
 
 
-def pinned_tenant(status: Mapping[str, Any]) -> str | None:
-    tenant = status.get("tenant")
-    return str(tenant) if tenant else None
-
-
 @dataclass(frozen=True)
 class Claim:
     """What the claim decided, and the run as the API server last returned it."""
 
     owner: str | None
     """The install that owns the run; None once the run is gone."""
-    tenant: str | None
-    """The run's tenant; None when it asks for one its namespace does not grant (then nothing
-    is pinned), or when another install owns it."""
     run: Mapping[str, Any] | None
     written: bool = False
     """Whether this replica's patch made the claim (the others let it take the lease first)."""
@@ -73,34 +64,23 @@ def _tested(path: str, value: object) -> dict[str, Any]:
     return {"op": "test", "path": path, "value": value}
 
 
-def claim_patch(
-    run: Mapping[str, Any], controller: str, tenant: str | None
-) -> list[dict[str, Any]]:
-    """The JSON patch that claims ``run`` for ``controller``, pins ``tenant`` (unless None) and
-    writes the first conditions, each guarded by a test of what it was decided from; empty when
-    all of it is there already."""
+def claim_patch(run: Mapping[str, Any], controller: str) -> list[dict[str, Any]]:
+    """The JSON patch that claims ``run`` for ``controller`` and writes the first conditions,
+    each guarded by a test of what it was decided from; empty when both are there already."""
     status = run.get("status")
     generation = int(run["metadata"].get("generation") or 1)
     first = {"conditions": initial_conditions(generation), "observedGeneration": generation}
     if not status:
-        value: dict[str, Any] = {"controller": controller, **first}
-        if tenant is not None:
-            value["tenant"] = tenant
         return [
             _tested("/status", None),
             _tested("/metadata/generation", generation),
-            {"op": "add", "path": "/status", "value": value},
+            {"op": "add", "path": "/status", "value": {"controller": controller, **first}},
         ]
     operations: list[dict[str, Any]] = []
     if not status.get("controller"):
         operations += [
             _tested("/status/controller", None),
             {"op": "add", "path": "/status/controller", "value": controller},
-        ]
-    if tenant is not None and pinned_tenant(status) is None:
-        operations += [
-            _tested("/status/tenant", None),
-            {"op": "add", "path": "/status/tenant", "value": tenant},
         ]
     if not status.get("conditions"):
         operations += [
@@ -112,34 +92,27 @@ def claim_patch(
 
 
 async def claim(api: KubeApi, run: Mapping[str, Any], controller: str, refresh: Refresh) -> Claim:
-    """Claim ``run`` (the watch's live view of it) for ``controller`` and pin its tenant unless
-    that is done already (by this install or another); what was decided. The namespace is read
-    only when a tenant is to be pinned, and the run again only after a patch was rejected."""
+    """Claim ``run`` (the watch's live view of it) for ``controller`` unless it is claimed
+    already (by this install or another); what was decided. The run is read again only after
+    the patch was rejected."""
     meta = run["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
     current: Mapping[str, Any] | None = run
-    written = False
     for attempt in range(ATTEMPTS):
         if current is None:
-            return Claim(None, None, None)
+            return Claim(None, None)
         owner = claimed_by(current)
         if owner not in (None, controller):
-            return Claim(owner, None, current)
-        status = current.get("status") or {}
-        tenant = pinned_tenant(status)
-        if tenant is None:
-            labels = await api.namespace_labels(namespace)
-            tenant = tenant_for(namespace, labels, (current.get("spec") or {}).get("tenant"))
-            if current is run and owner is None and claimed_by(run) is not None:
-                continue  # the watch brought a claim while the namespace was read: look again
-        operations = claim_patch(current, controller, tenant)
+            return Claim(owner, current)
+        operations = claim_patch(current, controller)
         if not operations:
-            return Claim(controller, tenant, current, written)
+            return Claim(controller, current)
+        unclaimed = not (current.get("status") or {}).get("controller")
         try:
-            current = await api.patch_status(namespace, name, operations)
+            patched = await api.patch_status(meta["namespace"], meta["name"], operations)
         except Rejected:
             current = await refresh(current, attempt)
             continue
-        written = written or not status.get("controller")
-        return Claim(controller, tenant, current, written)
-    raise Rejected(f"status of {namespace}/{name} kept changing while it was claimed")
+        return Claim(controller, patched, written=unclaimed)
+    raise Rejected(
+        f"status of {meta['namespace']}/{meta['name']} kept changing while it was claimed"
+    )

@@ -123,8 +123,9 @@ class RunReporter:
         known: Mapping[str, Any] | None,
         vet: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> None:
-        """Write this holder's fence into the status before anything else of the run, over
-        ``known`` (the object as last returned by the API server) if it still stands."""
+        """Write this holder's fence, and the tenant its lease is in, into the status before
+        anything else of the run, over ``known`` (the object as last returned by the API server)
+        if it still stands."""
         metrics = self.context.metrics
         metrics.lease_acquisitions.inc()
         taking = c.RESUMING if resumed else c.RUNNING
@@ -139,6 +140,7 @@ class RunReporter:
                 c.update(c.NOT_WAITING, "no approval is pending"),
                 c.update(c.DECIDED, "no call is undecidable"),
             ),
+            tenant=lease.tenant,
             known=known,
             vet=vet,
         )

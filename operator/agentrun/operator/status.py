@@ -67,6 +67,12 @@ class Superseded(AgentRunError):
     outcome = Outcome.SUPERSEDED
 
 
+class PinnedElsewhere(Superseded):
+    """The run's tenant is pinned to another tenant than the one this holder took its lease
+    in (the namespace was relabelled while two replicas decided it): what this holder wrote
+    there is not the run's."""
+
+
 def _fence_of(run: Mapping[str, Any]) -> int | None:
     """The fence of the holder that last took the run over, as its status says."""
     fence = ((run.get("status") or {}).get("lease") or {}).get("fence")
@@ -333,6 +339,7 @@ class StatusWriter:
         resumed: bool,
         fields: AgentRunStatus = NOTHING,
         conditions: Sequence[ConditionUpdate] = (),
+        tenant: str | None = None,
         known: Mapping[str, Any] | None = None,
         vet: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> None:
@@ -340,8 +347,10 @@ class StatusWriter:
         last had it from the API server) while it stands, else over the object as read.
         ``Superseded`` if a higher fence is there, if the run is finished (another holder ended
         it meanwhile), or if it is gone or being deleted: its store data may already be
-        forgotten, and a holder that went on would start it again from nothing. ``vet`` judges
-        the object the fence is written over, and raises to refuse it."""
+        forgotten, and a holder that went on would start it again from nothing. ``tenant``, the
+        one the lease was taken in, is pinned with the fence unless the run has one
+        (``PinnedElsewhere`` if it has another). ``vet`` judges the object the fence is written
+        over, and raises to refuse it."""
         current = known
         async with self._lock:
             for _ in range(ATTEMPTS):
@@ -358,9 +367,17 @@ class StatusWriter:
                         f"status of {self.namespace}/{self.name} already carries "
                         f"fence {written}; this holder has {fence}"
                     )
+                pinned = status.get("tenant")
+                if tenant is not None and pinned not in (None, tenant):
+                    raise PinnedElsewhere(
+                        f"{self.namespace}/{self.name} is pinned to tenant {pinned}; this holder "
+                        f"took its lease in {tenant}"
+                    )
                 if vet is not None:
                     vet(current)
                 taken: dict[str, object] = {"lease": LeaseStatus(holder=holder, fence=fence)}
+                if tenant is not None:
+                    taken["tenant"] = tenant
                 if resumed:
                     taken["resume_count"] = int(status.get("resumeCount") or 0) + 1
                 written_fields = fields.model_copy(update=taken)

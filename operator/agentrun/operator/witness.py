@@ -6,8 +6,9 @@ run that never began: either way the store holds no checkpoint, and ``AgentRunne
 call the model again from the input and dispatch every tool again. The AgentRun lives in etcd
 and says what existed, so the operator asks it before a run starts from its input.
 
-* ``claims``: a run's tenant is decided once, before its first lease, and kept in
-  ``status.tenant`` (the CRD refuses changing it); a namespace relabelled later moves no run.
+* ``tenancy``: a run's tenant is decided once, just before its first lease, and pinned in
+  ``status.tenant`` with that lease's fence (the CRD refuses changing it); a namespace
+  relabelled later moves no run.
 * ``refuse_fresh_start_if_lost``: called under the lease, just before a run starts from its
   input. The first start of every run leaves a record in the store (``RUN_STARTED_KEY``,
   written before the status first names a lease), so a status that names a lease while the

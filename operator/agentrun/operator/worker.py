@@ -31,12 +31,14 @@ from agentrun.operator.claims import claim
 from agentrun.operator.context import OperatorContext
 from agentrun.operator.events import CLAIMED_ELSEWHERE, notice
 from agentrun.operator.finalizers import ensure_finalizer
-from agentrun.operator.forget import forget_run
+from agentrun.operator.forget import forget_run, forget_stored
 from agentrun.operator.kubeapi import Rejected
 from agentrun.operator.news import News
 from agentrun.operator.policies import checkpoint_policy, lease_policy
 from agentrun.operator.reporter import Logger, RunReporter
 from agentrun.operator.resource import AgentRunSpec
+from agentrun.operator.status import PinnedElsewhere
+from agentrun.operator.tenancy import tenant_of
 from agentrun.operator.witness import is_parked, refuse_fresh_start_if_lost, refuse_if_lost
 from agentrun.outcomes import SUCCEEDED, Outcome
 from agentrun.runner.loop import AgentRunner
@@ -140,18 +142,21 @@ class RunWorker:
                     "it alone",
                 )
             return
-        spec = self._spec()
-        if claimed.tenant is None:
-            await self.report.ended(
-                Outcome.TENANT_NOT_ALLOWED,
-                f"namespace {self.namespace} does not grant tenant {spec.tenant!r}; "
-                "drop spec.tenant or label the namespace agentrun.dev/tenant",
-            )
-            return
-        self.tenant = self.report.tenant = claimed.tenant
         self._returned = claimed.run if claimed.written else None
         if not claimed.written:
             await self._let_the_claimer_start()
+        if self._over():
+            return
+        # Pinned by the first lease's holder; else decided now, as this replica would pin it.
+        tenant = await tenant_of(self.context.api, self._returned or self.body)
+        if tenant is None:
+            await self.report.ended(
+                Outcome.TENANT_NOT_ALLOWED,
+                f"namespace {self.namespace} does not grant tenant {self._spec().tenant!r}; "
+                "drop spec.tenant or label the namespace agentrun.dev/tenant",
+            )
+            return
+        self.tenant = self.report.tenant = tenant
         while not self._over():
             if await self.context.backend.leases.held(self.tenant, self.run_id) is not None:
                 await self._wait_for_lease()  # the holder's to run and to report on
@@ -256,7 +261,11 @@ class RunWorker:
                     status = run.get("status") or {}
                     refuse_if_lost(lease.tenant, lease.run_id, status, started_in_store=started)
 
-            await self.report.took_lease(lease, resumed, fresh, vet)
+            try:
+                await self.report.took_lease(lease, resumed, fresh, vet)
+            except PinnedElsewhere:  # nothing of the run is the lease's tenant's: take it back
+                await forget_stored(self.context, lease.tenant, lease.run_id)
+                raise
 
         runner = self._runner(spec, resolved.registered, took_lease)
         agent = resolved.registered.definition
