@@ -14,6 +14,7 @@ import json
 import time
 from collections import Counter
 
+from tests.support.agentruns import apply_run, get_run, has_condition
 from tests.support.kube import ControlPlane, Kube
 from tests.support.operator import Operators, wait_for
 
@@ -61,3 +62,24 @@ def test_a_run_costs_at_most_twelve_requests(
     cost = _per_run(control_plane.requests()) - before
     spent = sum(cost.values()) / RUNS
     assert spent <= PER_RUN, (spent, {key: value / RUNS for key, value in cost.most_common()})
+
+
+def test_a_run_deleted_before_it_touched_a_store_goes_at_once_and_its_workers_stop(
+    control_plane: ControlPlane, kube: Kube, operators: Operators
+) -> None:
+    """No finalizer holds a run that never touched a store (kopf keeps none on runs), so its
+    deletion is immediate; the ``DELETED`` event stops both replicas' workers, which would
+    otherwise look its agent up at every poll interval for ever."""
+    apply_run(kube, "ghost", "no-such-agent")
+    wait_for(
+        "AgentNotRegistered",
+        lambda: has_condition(kube, "ghost", "Succeeded", "Unknown", "AgentNotRegistered"),
+        60,
+        operators.logs,
+    )
+    assert not get_run(kube, "ghost")["metadata"].get("finalizers")
+    kube.kubectl("delete", "agentrun", "ghost", "--wait=true", "--timeout=10s")
+    time.sleep(1)
+    before = control_plane.requests()["GET agents"]
+    time.sleep(3)  # ten poll intervals of the replicas
+    assert control_plane.requests()["GET agents"] == before

@@ -48,6 +48,10 @@ from agentrun.runner.results import RunResult
 RETRY_BACKOFF = 2.0
 """Seconds before trying again after an attempt that a retry can help (a store briefly away)."""
 
+LAPSE_SLACK = 0.2
+"""Seconds before its expiry within which a lease gone is taken as lapsed, not let go (the
+store's clock and this process's differ by a round trip)."""
+
 
 class RunWorker:
     """The daemon of one AgentRun in one replica: runs it while it holds the run's lease."""
@@ -331,10 +335,14 @@ class RunWorker:
     async def _wait_for_lease(self) -> None:
         """Another replica holds the run: wait until the store says its lease is gone, asking
         again at each watch event of the run (the holder's status writes) and at least every
-        poll interval; not at all once the watch shows the run over. A holder writes its last
-        status (which names no holder) before it lets the lease go, so a lease gone while the
-        watch still names a holder means that write is on its way: it is waited for, a poll
-        interval at most, rather than the run being taken up again from a read."""
+        poll interval; not at all once the watch shows the run over.
+
+        A holder writes its last status (which names no holder) before it lets the lease go, so
+        a lease let go before it would have lapsed, while the watch still names a holder, means
+        that write is on its way: it is waited for, a poll interval at most, rather than the run
+        being taken up again from a read. A lease that lapsed (its holder died) is taken up at
+        once."""
+        lapses: float | None = None
         settling: float | None = None
         while not self._over():
             try:
@@ -346,14 +354,17 @@ class RunWorker:
                 await asyncio.sleep(RETRY_BACKOFF)
                 continue
             poll = self.context.config.poll_interval
-            if held is None:
-                settling = settling or time.monotonic() + poll
-                left = settling - time.monotonic()
-                if left <= 0 or not (self.report.current().get("lease") or {}).get("holder"):
-                    return
-                await self.news.next(left)
+            now = time.monotonic()
+            if held is not None:
+                lapses = now + held.remaining
+                await self.news.next(min(held.remaining, poll))
                 continue
-            await self.news.next(min(held.remaining, poll))
+            let_go = lapses is not None and now < lapses - LAPSE_SLACK
+            settling = settling or now + poll
+            named = (self.report.current().get("lease") or {}).get("holder")
+            if not let_go or not named or now >= settling:
+                return
+            await self.news.next(settling - now)
 
     async def _record_resolutions(self, checkpoint: Checkpoint) -> None:
         backend = self.context.backend
