@@ -82,6 +82,7 @@ class RunWorker:
         return AgentRunSpec.model_validate(dict(self.body["spec"]))
 
     async def _pause(self) -> None:
+        self._returned = None  # stale by the end of the pause
         await asyncio.sleep(self.context.config.poll_interval)
 
     # -- the daemon ---------------------------------------------------------------------------
@@ -342,6 +343,7 @@ class RunWorker:
         that write is on its way: it is waited for, a poll interval at most, rather than the run
         being taken up again from a read. A lease that lapsed (its holder died) is taken up at
         once."""
+        self._returned = None  # stale once another replica held the run
         lapses: float | None = None
         settling: float | None = None
         while not self._over():
