@@ -87,12 +87,11 @@ def keep_no_kopf_finalizer(daemon: object) -> None:
     daemon before the object goes; the decorator offers no way out of it. A run needs none: ours
     (``finalizers``) keeps the object from the run's first store access until it is forgotten,
     and before that a run deleted is gone at once and its worker stops at the ``DELETED`` event
-    (``news``). kopf's own cost four requests a run (two replicas racing to add it, then to
-    remove it once the run finished) and a fifth, an annotation patch to wake kopf up 20 s later
-    if the daemon had not stopped at once. So the daemon's handler is registered as requiring
-    none; runs an earlier release gave the finalizer lose it at their next event, as kopf drops
-    a finalizer nothing requires. Relies on kopf's registry (pinned in constraints.txt;
-    ``tests/operator/test_kopf_finalizer.py`` fails if it moves)."""
+    (``news``). kopf's own cost ten requests a run in ``make bench-operator`` (two replicas racing
+    to add it, then to remove it, mostly with a stale ``resourceVersion``). So the daemon's
+    handler is registered as requiring none; runs an earlier release gave the finalizer lose it
+    at their next event, as kopf drops a finalizer nothing requires. Relies on kopf's registry
+    (pinned in constraints.txt; ``tests/operator/test_kopf_finalizer.py`` fails if it moves)."""
     handlers = kopf.get_default_registry()._spawning._handlers
     for index, handler in enumerate(handlers):
         if handler.fn is daemon:
