@@ -45,6 +45,7 @@ from tests.support.kube import REPO
 from agentrun.operator.metrics import LATENCY_BUCKETS
 from bench.fake_endpoints import MODEL_CALLS, TOOL_CALLS
 from bench.operator_scale import (
+    AGENT_CRD,
     CRD,
     REPLICAS,
     Bench,
@@ -59,7 +60,6 @@ from bench.operator_scale import (
     working_folder,
 )
 
-AGENT_CRD = REPO / "crds" / "agents.agentrun.dev.yaml"
 AGENT = "bencher"
 KEY = "sk-bench-not-a-real-key-0000000000000000"
 HISTOGRAMS = ("agentrun_status_write_seconds", "agentrun_kube_pool_wait_seconds")

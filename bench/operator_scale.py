@@ -10,10 +10,11 @@
 2. **takeover** — a run mid-way through a slow read-only step, its holder SIGKILLed: the time
    until the new fence is visible in ``.status.lease``, with the lease TTL the run asked for
    and what the store said was left of the dead holder's lease at the kill;
-3. **throughput** — N AgentRuns in one ``kubectl apply --server-side`` of a multi-document
-   manifest, timed from the apply to the last ``Succeeded=True``, for each N of ``--runs``;
-   beside it, the CPU seconds each process spent and the API requests per run by verb, which
-   say where the time goes.
+3. **throughput** — N AgentRuns created by ``--appliers`` concurrent ``kubectl apply
+   --server-side`` of multi-document manifests (one kubectl creates one object at a time, slower
+   than the operator now takes runs up), timed from the apply to the last ``Succeeded=True``,
+   for each N of ``--runs``; beside it, the CPU seconds each process spent and the API requests
+   per run by verb, which say where the time goes.
 
 It is a command, never a test: timings on a shared 2-core machine are evidence to read, not a
 threshold to assert. Every process it starts is stopped by its pid, on success, failure or
@@ -26,9 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import os
-import re
 import signal
-import ssl
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -56,6 +56,9 @@ from agentrun import open_backend
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
 
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
+AGENT_CRD = REPO / "crds" / "agents.agentrun.dev.yaml"
+"""Installed beside the AgentRun CRD, as the chart does: a run's worker looks its agent up there
+first (``agent_resolver``), which costs a request a run like any install's."""
 REPLICAS = ("replica-a", "replica-b")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -112,6 +115,11 @@ class Bench:
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         found = self.objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
         return cast(dict[str, Any], found)
+
+    def requests(self) -> Counter[str]:
+        """The API server's requests so far, by verb and resource (``ControlPlane.requests``)."""
+        assert self.plane is not None
+        return self.plane.requests()
 
     def kubectl(self, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
         assert self.plane is not None
@@ -202,7 +210,7 @@ class Bench:
 
 @contextlib.contextmanager
 def started(
-    workdir: Path, poll_interval: float, log_flag: str, crds: Sequence[Path] = (CRD,)
+    workdir: Path, poll_interval: float, log_flag: str, crds: Sequence[Path] = (CRD, AGENT_CRD)
 ) -> Iterator[Bench]:
     """The control plane with ``crds`` installed, and Redis; no replica yet."""
     bench = Bench(workdir, poll_interval, log_flag)
@@ -340,7 +348,14 @@ def awaiting_approval(body: dict[str, Any]) -> bool:
     return condition(body, "AwaitingApproval").get("status") == "True"
 
 
-def manifest(prefix: str, count: int, agent: str, lease: tuple[int, int] | None = None) -> str:
+def manifest(
+    prefix: str,
+    count: int,
+    agent: str,
+    lease: tuple[int, int] | None = None,
+    indexes: Sequence[int] | None = None,
+) -> str:
+    """``count`` AgentRuns named ``prefix-00000`` on (or those of ``indexes``)."""
     policy = (
         f"  leasePolicy:\n    ttlSeconds: {lease[0]}\n    renewWithinSeconds: {lease[1]}\n"
         if lease
@@ -349,35 +364,8 @@ def manifest(prefix: str, count: int, agent: str, lease: tuple[int, int] | None 
     return "".join(
         f"---\napiVersion: {GROUP}/{VERSION}\nkind: AgentRun\nmetadata:\n"
         f"  name: {prefix}-{index:05d}\nspec:\n  agent: {agent}\n  input: go\n{policy}"
-        for index in range(count)
+        for index in (range(count) if indexes is None else indexes)
     )
-
-
-# -- API server request counts ------------------------------------------------------------------
-
-REQUEST_LINE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
-LABEL = re.compile(r'(\w+)="([^"]*)"')
-
-
-def api_requests(bench: Bench) -> Counter[str]:
-    """``apiserver_request_total`` summed by resource[/subresource] and verb."""
-    assert bench.plane is not None
-    context = ssl.create_default_context(cafile=str(bench.plane.workdir / "certs" / "ca.crt"))
-    request = urllib.request.Request(f"{bench.plane.server}/metrics")
-    request.add_header("Authorization", f"Bearer {bench.plane.token}")
-    with urllib.request.urlopen(request, timeout=30, context=context) as response:
-        text = response.read().decode()
-    totals: Counter[str] = Counter()
-    for line in text.splitlines():
-        matched = REQUEST_LINE.match(line)
-        if matched is None:
-            continue
-        labels = dict(LABEL.findall(matched["labels"]))
-        resource = labels.get("resource", "")
-        if labels.get("subresource"):
-            resource += "/" + labels["subresource"]
-        totals[f"{labels.get('verb', '?')} {resource}"] += int(float(matched["value"]))
-    return totals
 
 
 @dataclass
@@ -405,14 +393,14 @@ class Usage:
         ``fresh`` ones (just started for this phase) counted from their start."""
         pids = {**bench.pids(), **(extra or {})}
         cpu = {name: 0.0 if name in fresh else cpu_seconds(pid) for name, pid in pids.items()}
-        return cls(bench, pids, cpu, cls._own(), api_requests(bench), time.monotonic())
+        return cls(bench, pids, cpu, cls._own(), bench.requests(), time.monotonic())
 
     def stop(self) -> tuple[float, dict[str, float], Counter[str]]:
         """Wall seconds, CPU seconds by process and API requests since ``start``, taken now
         (while the ``extra`` processes live: a process gone reads as no CPU)."""
         cpu = {name: cpu_seconds(pid) - self.cpu[name] for name, pid in self.pids.items()}
         cpu["this benchmark + kubectl"] = self._own() - self.own
-        return time.monotonic() - self.began, cpu, api_requests(self.bench) - self.requests
+        return time.monotonic() - self.began, cpu, self.bench.requests() - self.requests
 
     def report(
         self,
@@ -566,16 +554,25 @@ def percentile(values: Sequence[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, budget: float) -> None:
-    print(f"throughput: {count} runs of agent quick in one kubectl apply", flush=True)
+def phase_throughput(
+    bench: Bench, table: Table, count: int, namespace: str, budget: float, appliers: int
+) -> None:
+    print(f"throughput: {count} runs of agent quick, {appliers} kubectl applies", flush=True)
     usage = Usage.start(bench)
     peak = {name: 0 for name in bench.replicas}
     with Watcher(bench, namespace, succeeded) as watcher:
         began = time.monotonic()
-        bench.kubectl(
-            "apply", "--server-side", "-n", namespace, "-f", "-",
-            stdin=manifest("run", count, "quick"), timeout=budget,
-        )  # fmt: skip
+        with ThreadPoolExecutor(appliers) as pool:  # kubectl applies one object at a time
+            parts = [
+                manifest("run", count, "quick", indexes=range(part, count, appliers))
+                for part in range(appliers)
+            ]
+            command = ("apply", "--server-side", "-n", namespace, "-f", "-")
+            applies = [
+                pool.submit(bench.kubectl, *command, stdin=part, timeout=budget) for part in parts
+            ]
+            for apply in applies:
+                apply.result()
         applied = time.monotonic() - began
 
         def sample() -> None:
@@ -641,7 +638,7 @@ def replicas_up(
     args: argparse.Namespace,
     workdir: Path,
     namespaces: Iterable[str],
-    crds: Sequence[Path] = (CRD,),
+    crds: Sequence[Path] = (CRD, AGENT_CRD),
     env: dict[str, str] | None = None,
     store_query: str = "",
 ) -> Bench:
@@ -676,7 +673,9 @@ def run(args: argparse.Namespace) -> None:
             if args.takeovers:
                 phase_takeover(bench, table, args.takeovers, args.ttl, namespaces["takeover"])
             for count in counts:
-                phase_throughput(bench, table, count, namespaces[str(count)], args.budget)
+                phase_throughput(
+                    bench, table, count, namespaces[str(count)], args.budget, args.appliers
+                )
         finally:
             if table.rows:
                 table.notes.append(
@@ -709,6 +708,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ttl", type=int, default=5, help="lease TTL of the killed runs (5 s)")
     parser.add_argument(
         "--memory-runs", type=int, default=100, help="runs parked for the memory phase, 0 to skip"
+    )
+    parser.add_argument(
+        "--appliers",
+        type=int,
+        default=4,
+        help="concurrent kubectl applies that create the runs (4): one creates one run at a "
+        "time, slower than the operator takes them up",
     )
     return command(run, parser, argv)
 

@@ -20,7 +20,7 @@ from tests.support.kube import Kube
 from agentrun.operator import conditions as c
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.resource import AgentRunStatus
-from agentrun.operator.status import StatusWriter, Superseded
+from agentrun.operator.status import PROGRESS_EVERY, StatusWriter, Superseded
 from agentrun.outcomes import CHECKPOINTED, SUCCEEDED
 from agentrun.redaction import Masker
 
@@ -172,3 +172,74 @@ def test_a_run_being_deleted_is_not_taken_over(kube: Kube, api: CountingApi) -> 
         )
     with pytest.raises(Superseded, match="gone"):
         asyncio.run(writer.take_over("replica-a", 9, resumed=True))
+
+
+def test_a_holders_progress_goes_out_with_its_next_write(kube: Kube, api: CountingApi) -> None:
+    """Boundaries a moment apart cost one write: the first checkpoint (a transition) at once,
+    the progress after it with the run's end, and at most ``PROGRESS_EVERY`` late without one."""
+    _create(kube, "quick")
+    writer = StatusWriter(api, kube.namespace, "quick", Masker.build())
+
+    async def holding() -> None:
+        await writer.take_over("replica-a", 11, resumed=False)
+        api.requests.clear()
+        for iteration in range(1, 6):
+            await writer.write_soon(
+                AgentRunStatus(iteration=iteration),
+                (c.update(c.WRITTEN, f"iteration {iteration}"),),
+            )
+        assert api.requests == ["PATCH"]  # the first checkpoint; the rest waits
+        await writer.write(AgentRunStatus(iteration=6), (c.update(c.RUNNING, "last"),))
+        assert api.requests == ["PATCH", "PATCH"]
+        _, status = _status(kube, "quick")
+        checkpointed = c.find(status["conditions"], CHECKPOINTED)
+        assert checkpointed is not None
+        assert (status["iteration"], checkpointed["message"]) == (6, "iteration 5")
+        await writer.write_soon(AgentRunStatus(iteration=7))
+        assert api.requests == ["PATCH", "PATCH"]
+        await asyncio.sleep(PROGRESS_EVERY + 0.5)
+        assert api.requests == ["PATCH", "PATCH", "PATCH"]  # the timer wrote it
+
+    asyncio.run(holding())
+    assert _status(kube, "quick")[1]["iteration"] == 7
+
+
+def test_progress_that_waited_is_refused_once_a_newer_holder_took_over(
+    kube: Kube, api: CountingApi
+) -> None:
+    _create(kube, "overtaken")
+    old = StatusWriter(api, kube.namespace, "overtaken", Masker.build())
+    new = StatusWriter(api, kube.namespace, "overtaken", Masker.build())
+
+    async def race() -> None:
+        await old.take_over("replica-a", 4, resumed=False)
+        await old.write_soon(AgentRunStatus(iteration=1), (c.update(c.WRITTEN, "first"),))
+        await old.write_soon(AgentRunStatus(iteration=2), (c.update(c.WRITTEN, "second"),))
+        await new.take_over("replica-b", 5, resumed=True)
+        await asyncio.sleep(PROGRESS_EVERY + 0.5)  # the old holder's timer tries, and is refused
+        with pytest.raises(Superseded):
+            await old.write_soon(AgentRunStatus(iteration=3))
+
+    asyncio.run(race())
+    _, status = _status(kube, "overtaken")
+    assert status["lease"] == {"holder": "replica-b", "fence": 5}
+    assert status["iteration"] == 1
+
+
+def test_a_takeover_over_the_object_just_returned_reads_nothing(
+    kube: Kube, api: CountingApi
+) -> None:
+    _create(kube, "known")
+    writer = StatusWriter(api, kube.namespace, "known", Masker.build())
+    known = json.loads(kube.kubectl("get", "agentrun", "known", "-o", "json").stdout)
+
+    async def take(run: dict[str, Any]) -> None:
+        await writer.take_over("replica-a", 8, resumed=False, known=run)
+
+    asyncio.run(take(known))
+    assert api.requests == ["PATCH"]
+    writer.release()
+    api.requests.clear()
+    with pytest.raises(Superseded, match="already carries fence 8"):
+        asyncio.run(take(known))  # stale: its test fails, the object is read, fence 8 is there
+    assert api.requests == ["PATCH", "GET"]

@@ -27,6 +27,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -50,6 +51,10 @@ rules:
 """
 """What the API server records in ``audit.log``: every request a service account makes (who, verb,
 resource, answer), so a test can hold the chart's RBAC to exactly what the operator uses."""
+
+
+_REQUEST_TOTAL = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def bin_dir() -> Path:
@@ -184,6 +189,27 @@ class ControlPlane:
         for kind in ("CACHE", "CONFIG", "DATA"):
             env[f"HELM_{kind}_HOME"] = str(self.workdir / "helm" / kind.lower())
         return env
+
+    def requests(self) -> Counter[str]:
+        """Every request the API server has served, from its ``apiserver_request_total``
+        metric, by verb and resource[/subresource] (``PATCH agentruns/status``): what the
+        operator benchmark and ``tests/kube/test_operator_requests.py`` count per run."""
+        context = ssl.create_default_context(cafile=str(self.workdir / "certs" / "ca.crt"))
+        request = urllib.request.Request(f"{self.server}/metrics")
+        request.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(request, timeout=30, context=context) as response:
+            text = response.read().decode()
+        totals: Counter[str] = Counter()
+        for line in text.splitlines():
+            matched = _REQUEST_TOTAL.match(line)
+            if matched is None:
+                continue
+            labels = dict(_LABEL.findall(matched["labels"]))
+            resource = labels.get("resource", "")
+            if labels.get("subresource"):
+                resource += "/" + labels["subresource"]
+            totals[f"{labels.get('verb', '?')} {resource}"] += int(float(matched["value"]))
+        return totals
 
     def audited(self, username: str) -> list[dict[str, Any]]:
         """Every request ``username`` made, as the API server's audit log recorded it."""

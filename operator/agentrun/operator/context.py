@@ -1,15 +1,16 @@
 """What every handler of one operator process shares: config, stores, API, metrics, agents
-(those in the image, and the resolver that also finds Agent resources)."""
+(those in the image, and the resolver that also finds Agent resources), the watch's news."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentrun.backend import Backend
 from agentrun.operator.agent_resolver import AgentResolver
 from agentrun.operator.config import OperatorConfig
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
+from agentrun.operator.news import Newsroom
 from agentrun.runner.registry import RegisteredAgent
 
 FINALIZER = "agentrun.dev/forget-run"
@@ -24,3 +25,4 @@ class OperatorContext:
     metrics: Metrics
     agents: dict[str, RegisteredAgent]
     resolver: AgentResolver
+    newsroom: Newsroom = field(default_factory=Newsroom)

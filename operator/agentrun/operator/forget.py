@@ -38,8 +38,7 @@ from agentrun.errors import RunLeaseError
 from agentrun.operator.claims import ours
 from agentrun.operator.context import FINALIZER, OperatorContext
 from agentrun.operator.finalizers import drop_finalizer
-from agentrun.operator.tenancy import tenant_for
-from agentrun.operator.witness import pinned_tenant
+from agentrun.operator.tenancy import tenant_of
 
 FORGET_TTL = 30.0
 """Seconds the lease taken to forget a run lasts, should the forgetting replica die meanwhile."""
@@ -53,6 +52,15 @@ def being_forgotten(body: Mapping[str, Any]) -> bool:
     return bool(meta.get("deletionTimestamp")) and FINALIZER in (meta.get("finalizers") or ())
 
 
+async def forget_stored(context: OperatorContext, tenant: str, run_id: str) -> None:
+    """Forget everything the stores keep of the run under ``tenant``; the caller holds its
+    lease there."""
+    backend = context.backend
+    await Checkpointer(backend.checkpoints, history=backend.history).forget(tenant, run_id)
+    await backend.idempotency.forget(tenant, run_id)
+    await backend.ledger.forget(tenant, run_id)
+
+
 async def forget_run(context: OperatorContext, body: Mapping[str, Any]) -> bool:
     """Forget the run under its lease and remove our finalizer; False, having done nothing,
     while another worker holds the lease."""
@@ -63,10 +71,8 @@ async def forget_run(context: OperatorContext, body: Mapping[str, Any]) -> bool:
         return True  # already forgotten: nothing of it is left to forget
     if not ours(current, context.config.controller_name):
         return True  # another install's run, in another install's stores
-    tenant = pinned_tenant(current.get("status") or {})
-    if tenant is None:  # never pinned: its namespace's tenant, as it would have been pinned
-        labels = await context.api.namespace_labels(namespace)
-        tenant = tenant_for(namespace, labels, (current.get("spec") or {}).get("tenant"))
+    # Never pinned (no lease was ever taken): its namespace's tenant, as it would have been.
+    tenant = await tenant_of(context.api, current)
     if tenant is not None:
         backend = context.backend
         try:
@@ -76,9 +82,7 @@ async def forget_run(context: OperatorContext, body: Mapping[str, Any]) -> bool:
         except RunLeaseError:
             return False
         try:
-            await Checkpointer(backend.checkpoints, history=backend.history).forget(tenant, run_id)
-            await backend.idempotency.forget(tenant, run_id)
-            await backend.ledger.forget(tenant, run_id)
+            await forget_stored(context, tenant, run_id)
         finally:
             await backend.leases.release(lease)
     await drop_finalizer(context.api, namespace, name)

@@ -4,7 +4,8 @@ kopf watches, dispatches and posts events, but its patches are merge patches of 
 A fenced status write needs a JSON patch whose ``test`` operation the API server evaluates
 atomically against the stored object — that is what lets the API server, not the operator,
 refuse a superseded replica's write. So status writes, finalizer edits, the namespace lookup and
-what a declared agent needs (its Agent, its Secrets) go through the official client.
+what a declared agent needs (its Agent, its Secrets) go through the official client. Patches
+return the object as patched, which the next write is computed from: no read in between.
 
 That client blocks, so its calls run in a thread pool of their own (``THREADS``), never on the
 event loop's default executor: whatever else a process puts there (a tool's blocking work, a
@@ -119,33 +120,26 @@ class KubeApi:
             if self._metrics is not None:
                 self._metrics.status_write_seconds.observe(time.monotonic() - asked)
 
-    async def pin_status(self, current: dict[str, Any], key: str, value: str) -> None:
-        """Write ``status.<key>`` once, decided from ``current``: the patch tests the
-        ``resourceVersion`` read, so of replicas (or installs) racing to pin it exactly one
-        lands; ``Rejected`` for the others, which read the winner's value back."""
-        meta = current["metadata"]
-        operations: list[dict[str, Any]] = [
-            {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
-            *([] if "status" in current else [{"op": "add", "path": "/status", "value": {}}]),
-            {"op": "add", "path": f"/status/{key}", "value": value},
-        ]
-        await self.patch_status(meta["namespace"], meta["name"], operations)
-
     async def patch_object(
         self, namespace: str, name: str, operations: list[dict[str, Any]]
-    ) -> None:
-        def call() -> None:
+    ) -> dict[str, Any] | None:
+        """Apply a JSON patch to the object (its metadata: finalizers) and return it as patched;
+        None if it is gone, ``Rejected`` if a test fails."""
+
+        def call() -> dict[str, Any] | None:
             try:
-                self._objects.patch_namespaced_custom_object(
+                patched = self._objects.patch_namespaced_custom_object(
                     GROUP, VERSION, namespace, PLURAL, name, operations, _content_type=JSON_PATCH
                 )
+                return cast(dict[str, Any], patched)
             except ApiException as error:
                 if error.status in (409, 422):
                     raise Rejected(error.body) from error
-                if error.status != 404:
-                    raise
+                if error.status == 404:
+                    return None
+                raise
 
-        await self._off_loop(call)
+        return await self._off_loop(call)
 
     async def namespace_labels(self, namespace: str) -> dict[str, str]:
         def call() -> dict[str, str]:

@@ -26,6 +26,9 @@ from agentrun.runner.registry import registered_agents
 from agentrun.runner.tracing import export_if_configured
 from agentrun.stores import open_backend
 
+INSTANT_EXIT = 0.5
+"""Seconds kopf waits for a daemon it stopped before it patches the object to look again."""
+
 
 def mask_the_log(masker: Masker) -> None:
     """Mask every log line the operator writes: the per-run lines (``kopf.objects``, which kopf
@@ -37,10 +40,10 @@ def mask_the_log(masker: Masker) -> None:
 
 
 def daemon_finalizer(controller: str) -> str:
-    """kopf's finalizer for this install's daemons, one per controller name: an install that
-    leaves a run alone would otherwise remove the finalizer the owning install's kopf keeps on it,
-    and the two would take turns adding and removing it. The default install keeps the name every
-    earlier release put on runs."""
+    """kopf's finalizer for this install's Agents (their probe timers), one per controller name:
+    two installs would otherwise take turns adding and removing it. Runs carry none (``main``):
+    earlier releases put this name on runs too, and kopf drops it at a run's next event, nothing
+    requiring it. The default install keeps the name every earlier release used."""
     return "agentrun.dev/daemon" if controller == DEFAULT_CONTROLLER else f"{controller}-daemon"
 
 
@@ -56,6 +59,9 @@ async def start(
         prefix="agentrun.dev", key="last-handled-configuration"
     )
     settings.posting.level = logging.ERROR
+    # A run's daemon that stops within this time of kopf telling it to (a finished run's: the
+    # watch's news wakes it) spares kopf an annotation patch to look again 20 s later.
+    settings.background.instant_exit_timeout = INSTANT_EXIT
     # Events say which install posted them (``From:`` in ``kubectl describe``) and which replica.
     settings.posting.reporting_component = config.controller_name
     settings.posting.reporting_instance = config.worker_id

@@ -1,5 +1,6 @@
 """What every replica does with every watch event of an AgentRun, holder or not.
 
+* Tell the run's worker (``news``): it waits on the watch rather than asking the API server.
 * Count it: ``agentrun_runs{reason}`` is computed from the watch, which every replica of an install
   sees whole, so every replica reports every run of its install by the reason of its
   ``Succeeded`` condition, and a deleted run leaves the gauge with its ``DELETED`` event (a replica
@@ -27,9 +28,10 @@ from agentrun.outcomes import SUCCEEDED
 async def observe(
     context: OperatorContext, forgetting: Forgetting, event_type: str, body: Mapping[str, Any]
 ) -> None:
+    meta, status = body["metadata"], body.get("status") or {}
+    context.newsroom.arrived(meta["uid"], event_type)
     if not ours(body, context.config.controller_name):
         return
-    meta, status = body["metadata"], body.get("status") or {}
     conditions = status.get("conditions") or []
     if event_type == "DELETED":
         context.metrics.run_is(meta["uid"], None)

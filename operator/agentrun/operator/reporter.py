@@ -10,7 +10,7 @@ with it (the pending approval, the undecidable calls). The status is written thr
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentrun.checkpointing import WriteReceipt
@@ -79,10 +79,6 @@ class RunReporter:
             *args,
         )
 
-    async def first_seen(self) -> None:
-        """The conditions a run shows before anything is decided about it."""
-        await self.status.write()
-
     async def show(
         self,
         outcome: Outcome,
@@ -120,8 +116,16 @@ class RunReporter:
 
     # -- what the runner tells us while it holds the run --------------------------------------
 
-    async def took_lease(self, lease: RunLease, resumed: bool) -> None:
-        """Write this holder's fence into the status before anything else of the run."""
+    async def took_lease(
+        self,
+        lease: RunLease,
+        resumed: bool,
+        known: Mapping[str, Any] | None,
+        vet: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        """Write this holder's fence, and the tenant its lease is in, into the status before
+        anything else of the run, over ``known`` (the object as last returned by the API server)
+        if it still stands."""
         metrics = self.context.metrics
         metrics.lease_acquisitions.inc()
         taking = c.RESUMING if resumed else c.RUNNING
@@ -136,6 +140,9 @@ class RunReporter:
                 c.update(c.NOT_WAITING, "no approval is pending"),
                 c.update(c.DECIDED, "no call is undecidable"),
             ),
+            tenant=lease.tenant,
+            known=known,
+            vet=vet,
         )
         self.say("took the lease (%s)", taking.reason.lower())
         notice(self.body, LEASE_TAKEN, held)
@@ -153,7 +160,8 @@ class RunReporter:
         """Progress, and whether the frontier was written; a status write that fails does not
         stop the run (unless it says the run is another replica's now). A boundary the policy
         does not write still reports the run's progress: the status must not lag the run
-        because its checkpoints are sparse."""
+        because its checkpoints are sparse. Progress may wait a moment to go out with the next
+        write (``StatusWriter.write_soon``); a first checkpoint, or a refused one, does not."""
         progress = _progress(checkpoint.iteration, checkpoint.usage, checkpoint.cost_micros)
         updates: tuple[c.ConditionUpdate, ...] = ()
         if receipt is not None:
@@ -163,7 +171,7 @@ class RunReporter:
             progress, refused = self._refused(progress, error)
             updates = (refused,)
         try:
-            await self.status.write(progress, updates)
+            await self.status.write_soon(progress, updates)
         except Superseded:
             raise
         except Exception as failure:  # the run matters more than its status line

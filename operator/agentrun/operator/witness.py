@@ -6,15 +6,21 @@ run that never began: either way the store holds no checkpoint, and ``AgentRunne
 call the model again from the input and dispatch every tool again. The AgentRun lives in etcd
 and says what existed, so the operator asks it before a run starts from its input.
 
-* ``pin_tenant``: a run's tenant is decided once, before its first lease, and kept in
-  ``status.tenant`` (the CRD refuses changing it); a namespace relabelled later moves no run.
+* ``tenancy``: a run's tenant is decided once, just before its first lease, and pinned in
+  ``status.tenant`` with that lease's fence (the CRD refuses changing it); a namespace
+  relabelled later moves no run.
 * ``refuse_fresh_start_if_lost``: called under the lease, just before a run starts from its
   input. The first start of every run leaves a record in the store (``RUN_STARTED_KEY``,
   written before the status first names a lease), so a status that names a lease while the
   store has no such record, or that names a checkpoint or a waiting call while the store has no
   checkpoint, means the store lost the run: ``StoreDataLost`` says what the status
-  says existed, and the run waits for a person (delete the AgentRun to forget it, or delete and
-  create it again to start over knowingly).
+  says existed, and the run waits for a person (delete the AgentRun to forget the run, or delete
+  and create it again to start over knowingly).
+
+The status it judges is the run as the API server last returned it to this replica, not a read
+of its own: the takeover that follows writes the lease with a ``test`` of that very object's
+``resourceVersion``, so the status judged is the status the lease is written over. If the takeover
+finds the object moved, it reads it and judges again (``refuse_if_lost``) before writing.
 """
 
 from __future__ import annotations
@@ -26,8 +32,6 @@ from agentrun.errors import AgentRunError
 from agentrun.leases import RunLease
 from agentrun.operator.conditions import find
 from agentrun.operator.context import OperatorContext
-from agentrun.operator.kubeapi import KubeApi, Rejected
-from agentrun.operator.tenancy import tenant_for
 from agentrun.outcomes import SUCCEEDED, Outcome
 
 RUN_STARTED_KEY = "run-started:v1"
@@ -36,8 +40,6 @@ the run began, to hold up against the status when no checkpoint is found."""
 
 LOST = Outcome.STORE_DATA_LOST.reason
 """Reason of the ``Succeeded=Unknown`` condition of a run parked on lost store data."""
-
-ATTEMPTS = 5
 
 
 class StoreDataLost(AgentRunError):
@@ -55,35 +57,6 @@ class StoreDataLost(AgentRunError):
             "you: delete the AgentRun to forget the run, or delete it and create it again to "
             "start over knowing its calls may repeat"
         )
-
-
-def pinned_tenant(status: Mapping[str, Any]) -> str | None:
-    tenant = status.get("tenant")
-    return str(tenant) if tenant else None
-
-
-async def pin_tenant(api: KubeApi, namespace: str, name: str, requested: str | None) -> str | None:
-    """The run's tenant: ``status.tenant`` once pinned, else its namespace's, pinned now; None
-    when the run asks for a tenant its namespace does not grant (nothing is pinned then).
-
-    Replicas racing to pin agree: the write tests the resourceVersion it was computed from, and
-    the loser reads the winner's tenant back instead of writing its own.
-    """
-    for _ in range(ATTEMPTS):
-        current = await api.get(namespace, name)
-        status = (current or {}).get("status") or {}
-        if (pinned := pinned_tenant(status)) is not None:
-            return pinned
-        labels = await api.namespace_labels(namespace)
-        tenant = tenant_for(namespace, labels, requested)
-        if tenant is None or current is None:  # refused, or gone: nothing to pin
-            return tenant
-        try:
-            await api.pin_status(current, "tenant", tenant)
-        except Rejected:
-            continue
-        return tenant
-    raise Rejected(f"status of {namespace}/{name} kept changing while its tenant was pinned")
 
 
 def is_parked(status: Mapping[str, Any]) -> bool:
@@ -119,20 +92,28 @@ def _evidence(status: Mapping[str, Any], *, started_in_store: bool) -> list[str]
     return said
 
 
-async def refuse_fresh_start_if_lost(
-    context: OperatorContext, namespace: str, name: str, lease: RunLease
+def refuse_if_lost(
+    tenant: str, run_id: str, status: Mapping[str, Any], *, started_in_store: bool
 ) -> None:
-    """Under ``lease``, before the run starts from its input: raise ``StoreDataLost`` if the
-    AgentRun says the store should hold more than it does, else leave the start record."""
+    """``StoreDataLost`` if ``status`` says the store should hold more than nothing, given
+    whether the store had the run's start record before this start."""
+    evidence = _evidence(status, started_in_store=started_in_store)
+    if evidence:
+        raise StoreDataLost(tenant, run_id, evidence)
+
+
+async def refuse_fresh_start_if_lost(
+    context: OperatorContext, lease: RunLease, status: Mapping[str, Any]
+) -> bool:
+    """Under ``lease``, before the run starts from its input: raise ``StoreDataLost`` if
+    ``status`` says the store should hold more than it does, else leave the start record.
+    Whether the store had that record before (for the takeover to judge again)."""
     backend = context.backend
     tenant, run_id = lease.tenant, lease.run_id
     if await backend.checkpoints.latest(tenant, run_id) is not None:
-        return  # another worker started it meanwhile; the runner refuses to start it twice
-    current = await context.api.get(namespace, name)
+        return True  # another worker started it meanwhile; the runner refuses to start it twice
     record = await backend.idempotency.read(tenant, run_id, RUN_STARTED_KEY)
-    evidence = _evidence((current or {}).get("status") or {}, started_in_store=record is not None)
-    if evidence:
-        raise StoreDataLost(tenant, run_id, evidence)
+    refuse_if_lost(tenant, run_id, status, started_in_store=record is not None)
     if record is None:
         claim = await backend.idempotency.begin(
             tenant, run_id, RUN_STARTED_KEY, holder=lease.holder, fence=lease.fence
@@ -146,3 +127,4 @@ async def refuse_fresh_start_if_lost(
                 holder=lease.holder,
                 fence=lease.fence,
             )
+    return record is not None

@@ -16,9 +16,9 @@ This module is the daemon loop and what it does after an attempt, decided by the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from agentrun.errors import AgentRunError, IndeterminateToolCallError, NothingCheckpointedError
@@ -31,12 +31,15 @@ from agentrun.operator.claims import claim
 from agentrun.operator.context import OperatorContext
 from agentrun.operator.events import CLAIMED_ELSEWHERE, notice
 from agentrun.operator.finalizers import ensure_finalizer
-from agentrun.operator.forget import forget_run
+from agentrun.operator.forget import forget_run, forget_stored
 from agentrun.operator.kubeapi import Rejected
+from agentrun.operator.news import News
 from agentrun.operator.policies import checkpoint_policy, lease_policy
 from agentrun.operator.reporter import Logger, RunReporter
 from agentrun.operator.resource import AgentRunSpec
-from agentrun.operator.witness import is_parked, pin_tenant, refuse_fresh_start_if_lost
+from agentrun.operator.status import PinnedElsewhere
+from agentrun.operator.tenancy import tenant_of
+from agentrun.operator.witness import is_parked, refuse_fresh_start_if_lost, refuse_if_lost
 from agentrun.outcomes import SUCCEEDED, Outcome
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.registry import RegisteredAgent
@@ -44,6 +47,10 @@ from agentrun.runner.results import RunResult
 
 RETRY_BACKOFF = 2.0
 """Seconds before trying again after an attempt that a retry can help (a store briefly away)."""
+
+LAPSE_SLACK = 0.2
+"""Seconds before its expiry within which a lease gone is taken as lapsed, not let go (the
+store's clock and this process's differ by a round trip)."""
 
 
 class RunWorker:
@@ -55,21 +62,27 @@ class RunWorker:
         body: Mapping[str, Any],
         stopping: Callable[[], bool],
         logger: Logger,
+        news: News | None = None,
     ) -> None:
         meta = body["metadata"]
         self.context = context
         self.body = body
         self.stopping = stopping
+        self.news = news or News()
         self.namespace: str = meta["namespace"]
         self.name: str = meta["name"]
         self.run_id: str = meta["uid"]
         self.report = RunReporter(context, body, logger)
         self.tenant = ""
+        self._returned: Mapping[str, Any] | None = None
+        """The run as the API server last returned it to this worker, until an attempt uses it:
+        fresher than the watch's view, so the attempt need not read it again."""
 
     def _spec(self) -> AgentRunSpec:
         return AgentRunSpec.model_validate(dict(self.body["spec"]))
 
     async def _pause(self) -> None:
+        self._returned = None  # stale by the end of the pause
         await asyncio.sleep(self.context.config.poll_interval)
 
     # -- the daemon ---------------------------------------------------------------------------
@@ -77,11 +90,29 @@ class RunWorker:
     def _deleted(self) -> bool:
         return bool(self.body["metadata"].get("deletionTimestamp"))
 
+    def _over(self) -> bool:
+        """Told to stop, the run gone, or finished as the watch shows it or as this replica's
+        last status write left it (the watch may not show that write yet)."""
+        return (
+            self.stopping()
+            or self.news.gone
+            or any(
+                c.is_terminal(status.get("conditions") or []) or is_parked(status)
+                for status in (self.report.current(), self.report.status.shown())
+            )
+        )
+
+    def _waiting_on_people(self, spec: AgentRunSpec) -> bool:
+        return any(
+            waiting_on_people(spec, status)
+            for status in (self.report.current(), self.report.status.shown())
+        )
+
     async def work(self) -> None:
         """Run the run while this replica may; if it stopped because the run is being deleted,
         forget it now, under its lease, rather than leave that to the next watch event."""
         await self._work()
-        if self._deleted():
+        if self._deleted() and not self.news.gone:
             try:
                 await forget_run(self.context, self.body)
             except (
@@ -89,34 +120,52 @@ class RunWorker:
             ) as error:  # the store or the API server away: ``Forgetting`` asks again
                 self.report.say("could not forget the run yet: %s", error, level=logging.WARNING)
 
+    async def _seen_again(self, run: Mapping[str, Any], attempt: int) -> Mapping[str, Any] | None:
+        """The run after a patch computed from ``run`` was rejected. The first time, the watch's
+        view of it, once it differs from ``run`` (the change that made the patch fail is on its
+        way: at most a poll interval is waited for it); else, or if that too was rejected, the
+        object as read."""
+        seen = run["metadata"].get("resourceVersion")
+        if attempt == 0:
+            if self.body["metadata"].get("resourceVersion") == seen:
+                await self.news.next(self.context.config.poll_interval)
+            if self.news.gone:
+                return None
+            if self.body["metadata"].get("resourceVersion") != seen:
+                return self.body
+        return await self.context.api.get(self.namespace, self.name)
+
     async def _work(self) -> None:
         controller = self.context.config.controller_name
-        owner = await claim(self.context.api, self.namespace, self.name, controller)
-        if owner != controller:
-            if owner is not None:
+        claimed = await claim(self.context.api, self.body, controller, self._seen_again)
+        if claimed.owner != controller:
+            if claimed.owner is not None:
                 notice(
                     self.body,
                     CLAIMED_ELSEWHERE,
-                    f"operator install {owner} runs this AgentRun; {controller} leaves it alone",
+                    f"operator install {claimed.owner} runs this AgentRun; {controller} leaves "
+                    "it alone",
                 )
             return
-        if not self.report.current().get("conditions"):
-            with contextlib.suppress(Rejected):  # kept changing: another replica wrote them
-                await self.report.first_seen()
-        spec = self._spec()
-        tenant = await pin_tenant(self.context.api, self.namespace, self.name, spec.tenant)
+        self._returned = claimed.run if claimed.written else None
+        if not claimed.written:
+            await self._let_the_claimer_start()
+        if self._over():
+            return
+        # Pinned by the first lease's holder; else decided now, as this replica would pin it.
+        tenant = await tenant_of(self.context.api, self._returned or self.body)
         if tenant is None:
             await self.report.ended(
                 Outcome.TENANT_NOT_ALLOWED,
-                f"namespace {self.namespace} does not grant tenant {spec.tenant!r}; "
+                f"namespace {self.namespace} does not grant tenant {self._spec().tenant!r}; "
                 "drop spec.tenant or label the namespace agentrun.dev/tenant",
             )
             return
         self.tenant = self.report.tenant = tenant
-        while not self.stopping():
-            current = self.report.current()
-            if c.is_terminal(current.get("conditions") or []) or is_parked(current):
-                return
+        while not self._over():
+            if await self.context.backend.leases.held(self.tenant, self.run_id) is not None:
+                await self._wait_for_lease()  # the holder's to run and to report on
+                continue
             spec = self._spec()
             try:  # an Agent resource of that name, else one in the image (agent_resolver)
                 resolved = await self.context.resolver.resolve(self.namespace, spec.agent)
@@ -126,17 +175,22 @@ class RunWorker:
             if spec.suspend:
                 await self._idle(Outcome.SUSPENDED, Outcome.SUSPENDED.meaning)
                 continue
-            if waiting_on_people(spec, self.report.current()):
-                await self._pause()
-                continue
-            try:
-                fresh = await ensure_finalizer(self.context.api, self.namespace, self.name)
-            except Rejected:  # the object kept changing under the patch: next turn
+            if self._waiting_on_people(spec):
                 await self._pause()
                 continue
             # The watch may lag the last holder's final status write, or the deletion, by a
-            # moment; the object as just read does not, so a finished run is never taken up
-            # again, nor one being deleted (which another replica may already have forgotten).
+            # moment; the object as the API server just returned it does not, so a finished
+            # run is never taken up again, nor one being deleted (which another replica may
+            # already have forgotten).
+            returned = self._returned or await self.context.api.get(self.namespace, self.name)
+            self._returned = None
+            try:
+                fresh = returned and await ensure_finalizer(
+                    self.context.api, returned, self._seen_again
+                )
+            except Rejected:  # the object kept changing under the patch: next turn
+                await self._pause()
+                continue
             if (
                 fresh is None
                 or fresh["metadata"].get("deletionTimestamp")
@@ -147,7 +201,22 @@ class RunWorker:
             if waiting_on_people(spec, fresh.get("status") or {}):
                 await self._pause()
                 continue
-            await self._attempt(spec, resolved)
+            await self._attempt(spec, resolved, fresh)
+
+    async def _let_the_claimer_start(self) -> None:
+        """Another replica claimed the run just now, or claimed it and has decided nothing of it
+        since (it still shows ``Pending`` and no lease): it is about to take the lease, so let it,
+        rather than compete for the lease with requests of our own. Waits on the watch, asking
+        the API server nothing, until the status names a lease or says anything else, for at
+        most a lease TTL: as long as a holder that died keeps a run waiting."""
+        config = self.context.config
+        deadline = time.monotonic() + config.lease_ttl
+        while not self._over() and time.monotonic() < deadline:
+            status = self.report.current()
+            succeeded = c.find(status.get("conditions") or [], SUCCEEDED) or {}
+            if status.get("lease") or succeeded.get("reason") != c.PENDING.reason:
+                return
+            await self.news.next(min(config.poll_interval, deadline - time.monotonic()))
 
     async def _idle(self, outcome: Outcome, message: str) -> None:
         """Say why the run is not going on — unless a holder is still finishing its step: then
@@ -161,7 +230,12 @@ class RunWorker:
 
     # -- one attempt at the lease ---------------------------------------------------------------
 
-    def _runner(self, spec: AgentRunSpec, registered: RegisteredAgent) -> AgentRunner:
+    def _runner(
+        self,
+        spec: AgentRunSpec,
+        registered: RegisteredAgent,
+        took_lease: Callable[[RunLease, bool], Awaitable[None]],
+    ) -> AgentRunner:
         config = self.context.config
 
         async def finished(result: RunResult) -> None:
@@ -174,17 +248,31 @@ class RunWorker:
             lease_policy=lease_policy(spec, config),
             holder=config.worker_id,
             on_boundary=self.report.at_boundary,
-            on_lease=self._took_lease,
+            on_lease=took_lease,
             on_result=finished,
         )
 
-    async def _took_lease(self, lease: RunLease, resumed: bool) -> None:
-        if not resumed:  # about to start from the input: unless the store lost the run
-            await refuse_fresh_start_if_lost(self.context, self.namespace, self.name, lease)
-        await self.report.took_lease(lease, resumed)
+    async def _attempt(
+        self, spec: AgentRunSpec, resolved: ResolvedAgent, fresh: Mapping[str, Any]
+    ) -> None:
+        async def took_lease(lease: RunLease, resumed: bool) -> None:
+            vet = None
+            if not resumed:  # about to start from the input: unless the store lost the run
+                started = await refuse_fresh_start_if_lost(
+                    self.context, lease, fresh.get("status") or {}
+                )
 
-    async def _attempt(self, spec: AgentRunSpec, resolved: ResolvedAgent) -> None:
-        runner = self._runner(spec, resolved.registered)
+                def vet(run: Mapping[str, Any]) -> None:
+                    status = run.get("status") or {}
+                    refuse_if_lost(lease.tenant, lease.run_id, status, started_in_store=started)
+
+            try:
+                await self.report.took_lease(lease, resumed, fresh, vet)
+            except PinnedElsewhere:  # nothing of the run is the lease's tenant's: take it back
+                await forget_stored(self.context, lease.tenant, lease.run_id)
+                raise
+
+        runner = self._runner(spec, resolved.registered, took_lease)
         agent = resolved.registered.definition
         budget = spec.budget.max_cost_micros if spec.budget else resolved.budget_micros
         backend = self.context.backend
@@ -192,7 +280,12 @@ class RunWorker:
         await record_approvals(backend.idempotency, self.tenant, self.run_id, spec)
 
         def stop() -> bool:
-            return self.stopping() or self._deleted() or bool(self.body["spec"].get("suspend"))
+            return (
+                self.stopping()
+                or self.news.gone
+                or self._deleted()
+                or bool(self.body["spec"].get("suspend"))
+            )
 
         try:
             try:
@@ -241,8 +334,19 @@ class RunWorker:
             raise error
 
     async def _wait_for_lease(self) -> None:
-        """Another replica holds the run: wait until the store says its lease is gone."""
-        while not self.stopping():
+        """Another replica holds the run: wait until the store says its lease is gone, asking
+        again at each watch event of the run (the holder's status writes) and at least every
+        poll interval; not at all once the watch shows the run over.
+
+        A holder writes its last status (which names no holder) before it lets the lease go, so
+        a lease let go before it would have lapsed, while the watch still names a holder, means
+        that write is on its way: it is waited for, a poll interval at most, rather than the run
+        being taken up again from a read. A lease that lapsed (its holder died) is taken up at
+        once."""
+        self._returned = None  # stale once another replica held the run
+        lapses: float | None = None
+        settling: float | None = None
+        while not self._over():
             try:
                 held = await self.context.backend.leases.held(self.tenant, self.run_id)
             except AgentRunError as error:
@@ -251,9 +355,18 @@ class RunWorker:
                 self.report.say("will ask again: %s", error, level=logging.WARNING)
                 await asyncio.sleep(RETRY_BACKOFF)
                 continue
-            if held is None:
+            poll = self.context.config.poll_interval
+            now = time.monotonic()
+            if held is not None:
+                lapses = now + held.remaining
+                await self.news.next(min(held.remaining, poll))
+                continue
+            let_go = lapses is not None and now < lapses - LAPSE_SLACK
+            settling = settling or now + poll
+            named = (self.report.current().get("lease") or {}).get("holder")
+            if not let_go or not named or now >= settling:
                 return
-            await asyncio.sleep(min(held.remaining, self.context.config.poll_interval))
+            await self.news.next(settling - now)
 
     async def _record_resolutions(self, checkpoint: Checkpoint) -> None:
         backend = self.context.backend
