@@ -78,6 +78,9 @@ nodes:
   - {hostPath: $SHARED_DIR, containerPath: $SHARED_DIR}
 kubeadmConfigPatches:
 - |
+  kind: InitConfiguration
+  patches: {directory: $KUBEADM_PATCHES_DIR}
+- |
   kind: KubeletConfiguration
   # runc cannot set a negative oom_score_adj here (containerd's restrict_oom_score_adj)
   oomScoreAdj: 0
@@ -187,6 +190,8 @@ kind_down() {
   echo "==> deleting kind cluster $KIND_CLUSTER"
   if dockerd_alive; then
     kind_ delete cluster --name "$KIND_CLUSTER" || true
+    # kind leaves its network (and so the bridge on this machine) for the next cluster
+    docker_cli network rm kind >/dev/null 2>&1 || true
     pid="$(cat "$DOCKERD_PIDFILE")"
     kill -TERM "$pid"
     for _ in $(seq 1 60); do dockerd_alive || break; sleep 0.25; done

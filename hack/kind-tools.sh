@@ -35,6 +35,13 @@ NO_STORAGE_MANIFEST='apiVersion: v1
 kind: ConfigMap
 metadata: {name: agentrun-no-storage-provisioner, namespace: kube-system}
 data: {why: "volumes are PersistentVolumes made by the end-to-end tests"}'
+# etcd here is Debian's 3.4 under the name of the 3.5 kubeadm expects; 3.4 serves /health but not
+# the /livez and /readyz kubeadm's probes ask for (404: the kubelet restarts etcd every few
+# minutes). kubeadm applies this patch to its etcd manifest (kind's config names the folder).
+KUBEADM_PATCHES_DIR=/kind/agentrun-patches
+ETCD_PROBES_PATCH='- {op: replace, path: /spec/containers/0/livenessProbe/httpGet/path, value: /health}
+- {op: replace, path: /spec/containers/0/readinessProbe/httpGet/path, value: /health}
+- {op: replace, path: /spec/containers/0/startupProbe/httpGet/path, value: /health}'
 
 kind_module_dir() {
   (cd "$(mktemp -d)" && go mod download -json "sigs.k8s.io/kind@$KIND_VERSION") \
@@ -117,7 +124,7 @@ import_images_into() {
 node_image_recipe() {
   local tar
   {
-    echo "$KIND_VERSION $KUBE_VERSION $ETCD_TAG $PAUSE_TAG $NO_STORAGE_MANIFEST"
+    echo "$KIND_VERSION $KUBE_VERSION $ETCD_TAG $PAUSE_TAG $NO_STORAGE_MANIFEST $ETCD_PROBES_PATCH"
     declare -f kube_image import_images_into kind_node_image
     for tar in "$KIND_BASE_IMAGE" "$KUBE_IMAGES_BASE" "$PAUSE_IMAGE" "$COREDNS_IMAGE"; do
       cat "$(image_tar "$tar").recipe"
@@ -155,8 +162,10 @@ kind_node_image() {
   for name in kubeadm kubelet kubectl; do
     docker_cli cp "$BIN_DIR/$name" "$build:/usr/bin/$name"
   done
-  docker_cli exec "$build" bash -c "mkdir -p /kind/manifests && echo $KUBE_VERSION >/kind/version \
-    && printf '%s\n' '$NO_STORAGE_MANIFEST' >/kind/manifests/default-storage.yaml"
+  docker_cli exec "$build" bash -c "mkdir -p /kind/manifests $KUBEADM_PATCHES_DIR \
+    && echo $KUBE_VERSION >/kind/version \
+    && printf '%s\n' '$NO_STORAGE_MANIFEST' >/kind/manifests/default-storage.yaml \
+    && printf '%s\n' '$ETCD_PROBES_PATCH' >$KUBEADM_PATCHES_DIR/etcd+json.yaml"
   quietly "importing ${#images[@]} images into the node's containerd" \
     import_images_into "$build" "${images[@]}"
   quietly "docker commit $KIND_NODE_IMAGE" docker_cli commit \
