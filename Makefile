@@ -11,8 +11,8 @@ export VENV
 # The tests and scripts find the project's python and console scripts first on PATH.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: deps lock kube-tools cluster-tools images cluster-up cluster-down e2e demo-k8s test \
-	test-fast lint demo bench bench-operator bench-agents bench-peers
+.PHONY: deps lock kube-tools cluster-tools images cluster-up cluster-down e2e e2e-kind demo-k8s \
+	test test-fast lint demo bench bench-operator bench-agents bench-peers
 
 deps:
 	@bash hack/install-deps.sh
@@ -50,6 +50,12 @@ test-fast: deps
 # takes down again unless it was already up).
 e2e: deps
 	$(PYTHON) -m pytest tests/e2e -m e2e $(PYTEST_ARGS)
+
+# The same suite on a kind cluster (hack/kind-e2e.sh; kind and its node image built here, once).
+# E2E_ARGS go to pytest, e.g. E2E_ARGS="-k 'network or takeover'".
+E2E_ARGS ?=
+e2e-kind: deps
+	bash hack/kind-e2e.sh $(E2E_ARGS)
 
 # A booking run on the cluster whose holder pod is killed mid-run; the cluster stays up.
 demo-k8s: deps

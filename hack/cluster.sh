@@ -7,6 +7,11 @@
 #   hack/cluster.sh status  each component's pid and memory, the node and the pods (exit 3 when
 #                           a component is not running)
 #   hack/cluster.sh env     the cluster's settings as KEY=value lines (the tests read them)
+#   hack/cluster.sh kill-container ID
+#                           SIGKILL of a container's process from the node (crictl finds it)
+#
+# The end-to-end suite runs on any cluster whose script answers these five commands the same way
+# (tests/support/cluster.py; hack/kind-cluster.sh is the other one).
 #
 # Control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler. Node: containerd
 # (the CRI), kubelet, kube-proxy (iptables), the CNI bridge plugin, CoreDNS as a pod. Images come
@@ -555,12 +560,24 @@ cluster_status() {
   all_alive || return 3
 }
 
+# SHARED_DIR: a folder of this machine the node sees at the same path (here the node is this
+# machine, so every folder is).
+SHARED_DIR=/
+
 cluster_env() {
   local key
   for key in CLUSTER_DIR KUBECONFIG_FILE NODE_NAME BRIDGE NODE_IP POD_CIDR SERVICE_CIDR \
-    API_SERVICE_IP DNS_IP EGRESS_CHAIN CONTAINERD_SOCK TOOLS_DIR; do
+    API_SERVICE_IP DNS_IP EGRESS_CHAIN CONTAINERD_SOCK TOOLS_DIR OPERATOR_IMAGE REDIS_IMAGE \
+    SHARED_DIR; do
     printf '%s=%s\n' "$key" "${!key}"
   done
+}
+
+# As the kernel's OOM killer or a lost node ends a process: no handler runs.
+kill_container() {
+  local pid
+  pid="$(crictl_ inspect -o go-template --template '{{.info.pid}}' "$1")"
+  kill -KILL "$pid"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
@@ -569,8 +586,9 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   down) cluster_down ;;
   status) cluster_status ;;
   env) cluster_env ;;
+  kill-container) kill_container "${2:?usage: hack/cluster.sh kill-container ID}" ;;
   *)
-    echo "usage: hack/cluster.sh up|down|status|env" >&2
+    echo "usage: hack/cluster.sh up|down|status|env|kill-container ID" >&2
     exit 2
     ;;
   esac

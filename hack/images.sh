@@ -3,8 +3,10 @@
 # and saves each as a tarball that hack/cluster.sh loads into the node's containerd:
 #   agentrun-base:bookworm      Debian 12 with Python 3.11 and its venv module: mmdebstrap, then
 #                               `docker import` (no base image comes from a registry)
-#   agentrun-redis:bookworm     Debian 12's redis-server, made the same way (the chart's Redis)
+#   agentrun-redis:bookworm     Debian 12's redis-server, made the same way (the chart's Redis;
+#                               $AGENTRUN_E2E_REDIS_IMAGE names it otherwise)
 #   agentrun-operator:e2e       the repository's Dockerfile on agentrun-base
+#                               ($AGENTRUN_E2E_OPERATOR_IMAGE names it otherwise)
 #   agentrun-pause:local        hack/images/pause, a static Go program in an empty image: the
 #                               process each pod sandbox holds its namespaces with
 #   agentrun-coredns:VERSION    the coredns binary hack/cluster-tools.sh builds, in an empty image
@@ -16,7 +18,8 @@
 # cache folder, a private socket, and --iptables=false --ip-forward=false --bridge=none, so it
 # changes no firewall rule or sysctl; builds use the host's network (--network=host), BuildKit
 # through Debian's docker client, and the host's CA bundle as a build secret (this network's
-# egress proxy re-signs TLS, and pip must trust it).
+# egress proxy re-signs TLS, and pip must trust it). A dockerd already answering on that socket (the
+# one a kind cluster runs on, hack/kind-cluster.sh) is used as it is and left running.
 set -euo pipefail
 # shellcheck source=hack/cluster-tools.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cluster-tools.sh"
@@ -25,8 +28,9 @@ CACHE_DIR="$(dirname "$BIN_DIR")"
 IMAGE_DIR="$CACHE_DIR/images"
 DEBIAN_SUITE=bookworm
 BASE_IMAGE="agentrun-base:$DEBIAN_SUITE"
-REDIS_IMAGE="agentrun-redis:$DEBIAN_SUITE"
-OPERATOR_IMAGE=agentrun-operator:e2e
+# The two images the end-to-end suite installs the chart with; the cluster scripts load them.
+REDIS_IMAGE="${AGENTRUN_E2E_REDIS_IMAGE:-agentrun-redis:$DEBIAN_SUITE}"
+OPERATOR_IMAGE="${AGENTRUN_E2E_OPERATOR_IMAGE:-agentrun-operator:e2e}"
 PAUSE_IMAGE=agentrun-pause:local
 COREDNS_IMAGE="agentrun-coredns:$COREDNS_VERSION"
 CLUSTER_IMAGES=("$REDIS_IMAGE" "$OPERATOR_IMAGE" "$PAUSE_IMAGE" "$COREDNS_IMAGE")
@@ -42,19 +46,29 @@ image_current() { [ -s "$(image_tar "$1")" ] && [ "$(cat "$(image_tar "$1").reci
 
 docker_cli() { DOCKER_HOST="unix://$DOCKER_RUN/docker.sock" DOCKER_BUILDKIT=1 "$DOCKER" "$@"; }
 
+docker_answers() { docker_cli version >/dev/null 2>&1; }
+
+# A dockerd for this script's builds, stopped when it exits (unless one already answers).
 start_dockerd() {
   [ -n "$DOCKERD_PID" ] && return
+  docker_answers && return
+  launch_dockerd
+  trap stop_dockerd EXIT
+}
+
+# Starts dockerd in its own session (arguments added to its own) and waits until it answers; its
+# pid is in DOCKERD_PID.
+launch_dockerd() {
   mkdir -p "$DOCKER_RUN" "$CACHE_DIR/docker"
   echo "==> starting dockerd (data root $CACHE_DIR/docker; no firewall rules, no bridge)"
-  dockerd --data-root "$CACHE_DIR/docker" --exec-root "$DOCKER_RUN/exec" \
+  setsid dockerd --data-root "$CACHE_DIR/docker" --exec-root "$DOCKER_RUN/exec" \
     --pidfile "$DOCKER_RUN/dockerd.pid" --host "unix://$DOCKER_RUN/docker.sock" \
     --storage-driver=overlay2 --iptables=false --ip-forward=false --ip-masq=false \
-    --bridge=none --userland-proxy=false >"$DOCKER_RUN/dockerd.log" 2>&1 &
+    --bridge=none --userland-proxy=false "$@" </dev/null >"$DOCKER_RUN/dockerd.log" 2>&1 &
   DOCKERD_PID=$!
-  trap stop_dockerd EXIT
   local _
   for _ in $(seq 1 120); do
-    docker_cli version >/dev/null 2>&1 && return
+    docker_answers && return
     kill -0 "$DOCKERD_PID" 2>/dev/null || break
     sleep 0.25
   done

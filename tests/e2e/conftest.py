@@ -1,4 +1,5 @@
-"""Fixtures for the end-to-end tests: hack/cluster.sh's real single-node cluster.
+"""Fixtures for the end-to-end tests: the real cluster ``AGENTRUN_E2E_CLUSTER`` names (by default
+hack/cluster.sh's single-node cluster; hack/kind-cluster.sh's kind cluster for ``make e2e-kind``).
 
 The cluster comes up once per pytest session (building its tools and images first on a fresh
 machine) and goes down at the end, unless it was already up before the session: then it is left
@@ -24,8 +25,17 @@ MEASURED: list[str] = []
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[node_cluster.NodeCluster]:
     was_up = node_cluster.is_up()
     seconds = node_cluster.bring_up()
-    MEASURED.append(f"hack/cluster.sh up: {seconds:.1f}s{' (was already up)' if was_up else ''}")
-    kubeconfig = Path(node_cluster.settings()["KUBECONFIG_FILE"])
+    script = node_cluster.CLUSTER_SCRIPT.name
+    MEASURED.append(f"{script} up: {seconds:.1f}s{' (was already up)' if was_up else ''}")
+    settings = node_cluster.settings()
+    shared, basetemp = Path(settings["SHARED_DIR"]), tmp_path_factory.getbasetemp()
+    if not basetemp.is_relative_to(shared):
+        pytest.fail(
+            f"the tests' folders ({basetemp}) are not under {shared}, the folder of this machine "
+            f"the node sees: run pytest with --basetemp={shared}/pytest",
+            pytrace=False,
+        )
+    kubeconfig = Path(settings["KUBECONFIG_FILE"])
     try:
         yield node_cluster.NodeCluster(kubeconfig, tmp_path_factory.mktemp("helm"), seconds)
     finally:

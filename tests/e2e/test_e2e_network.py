@@ -1,11 +1,13 @@
 """No pod can send traffic off this machine, and inside the cluster the network works.
 
-hack/cluster.sh puts the pod and service ranges on a bridge of its own and drops, in the raw
-table (ahead of every rule kube-proxy and CNI add), any packet from the pod range to an address
-outside the pod and service ranges. Here a pod of the project's image resolves the API server's
-Service name through CoreDNS, connects to it through kube-proxy's Service address, and then
-tries 1.1.1.1: the connection must time out (dropped here, not refused by anyone out there) and
-the drop rule's own counter must show the packets. The rule is checked to be in place before the
+Each cluster script drops, in the raw table of this machine (ahead of every rule kube-proxy and
+CNI add), what its pods send off the machine, in a chain of its own (EGRESS_CHAIN):
+hack/cluster.sh any packet from the pod range to an address outside the pod and service ranges,
+hack/kind-cluster.sh any packet from kind's Docker network to an address outside it. Here a pod
+of the project's image resolves the API server's Service name through CoreDNS, connects to it
+through kube-proxy's Service address, and then tries 1.1.1.1: the connection must time out
+(dropped here, not refused by anyone out there) and the drop rule's own counter must show the
+packets. The rule is checked to be in place before the
 pod sends anything, so a broken rule fails the test without a packet leaving.
 """
 
@@ -52,9 +54,11 @@ def dropped_packets(chain: str) -> int:
 
 def test_a_pod_reaches_the_api_server_by_name_and_nothing_outside(namespace: Kube) -> None:
     settings = node_cluster.settings()
-    chain, pods = settings["EGRESS_CHAIN"], settings["POD_CIDR"]
-    rule = iptables("-t", "raw", "-C", "PREROUTING", "-s", pods, "-j", chain)
-    assert rule.returncode == 0, f"the egress rule is missing; nothing sent: {rule.stderr}"
+    chain = settings["EGRESS_CHAIN"]
+    rules = iptables("-t", "raw", "-S", "PREROUTING")
+    assert rules.returncode == 0, rules.stderr
+    jumps = [rule for rule in rules.stdout.splitlines() if rule.endswith(f"-j {chain}")]
+    assert jumps, f"nothing in raw/PREROUTING jumps to {chain}; nothing sent:\n{rules.stdout}"
     before = dropped_packets(chain)
 
     manifest = {
@@ -66,7 +70,7 @@ def test_a_pod_reaches_the_api_server_by_name_and_nothing_outside(namespace: Kub
             "containers": [
                 {
                     "name": "probe",
-                    "image": "agentrun-operator:e2e",
+                    "image": settings["OPERATOR_IMAGE"],
                     "imagePullPolicy": "Never",
                     "command": ["python", "-c", PROBE],
                 }

@@ -1,4 +1,14 @@
-"""hack/cluster.sh's real single-node cluster for the end-to-end tests, and the operator on it.
+"""The real cluster the end-to-end tests run on, and the operator on it.
+
+The suite runs on whichever cluster a script describes: ``AGENTRUN_E2E_CLUSTER`` names it, by
+default hack/cluster.sh (the single-node cluster this machine runs itself); hack/kind-cluster.sh
+describes a kind cluster (``make e2e-kind``). Each answers ``up``, ``down``, ``status``, ``env``
+and ``kill-container ID``; what differs between clusters stays in the scripts: how images reach
+the node (containerd import, ``kind load``), how a container is killed from the node, which
+folder of this machine the node sees (``SHARED_DIR``), which firewall chain keeps pods on this
+machine. The tests see only the kubeconfig, the node's name, the images' names
+(``AGENTRUN_E2E_OPERATOR_IMAGE``, ``AGENTRUN_E2E_REDIS_IMAGE``, read by the scripts) and those
+settings.
 
 Unlike tests/support/kube.py's control plane (objects stored, no pod ever runs), this is a whole
 cluster on this machine: etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet,
@@ -8,15 +18,14 @@ runs as real pods of the project's image; the tests kill those pods as a node, a
 person would.
 
 The scripts build what is missing first (a fresh machine: ~15 minutes, once); a failure shows the
-script's output. The cluster's settings (ranges, the egress chain) come from ``hack/cluster.sh
-env``, so the tests and the script cannot disagree about them.
+script's output. The cluster's settings (ranges, the egress chain, the images) come from the
+script's ``env``, so the tests and the script cannot disagree about them.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -31,7 +40,7 @@ import yaml
 
 from tests.support.kube import REPO, Kube, helm_binary, kubectl_binary
 
-CLUSTER_SH = REPO / "hack" / "cluster.sh"
+CLUSTER_SCRIPT = Path(os.environ.get("AGENTRUN_E2E_CLUSTER") or REPO / "hack" / "cluster.sh")
 CHART = REPO / "charts" / "agentrun-operator"
 VALUES = REPO / "hack" / "cluster-values.yaml"
 DEMO_DIR_POST_RENDERER = REPO / "hack" / "mount_demo_dir.py"
@@ -40,9 +49,9 @@ SERVICES_DB = "demo-services.db"
 T = TypeVar("T")
 
 
-def _cluster_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def _cluster_sh(*command: str, timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(CLUSTER_SH), command],
+        ["bash", str(CLUSTER_SCRIPT), *command],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -51,33 +60,34 @@ def _cluster_sh(command: str, timeout: float) -> subprocess.CompletedProcess[str
 
 
 def settings() -> dict[str, str]:
-    """``hack/cluster.sh env``: CLUSTER_DIR, KUBECONFIG_FILE, POD_CIDR, EGRESS_CHAIN, ..."""
-    result = _cluster_sh("env", 60)
+    """The cluster script's ``env``: KUBECONFIG_FILE, NODE_NAME, API_SERVICE_IP, EGRESS_CHAIN,
+    OPERATOR_IMAGE, REDIS_IMAGE, SHARED_DIR, ..."""
+    result = _cluster_sh("env", timeout=60)
     if result.returncode != 0:
-        pytest.fail(f"hack/cluster.sh env failed:\n{result.stderr}", pytrace=False)
+        pytest.fail(f"{CLUSTER_SCRIPT} env failed:\n{result.stderr}", pytrace=False)
     return dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
 
 
 def is_up() -> bool:
-    return _cluster_sh("status", 60).returncode == 0
+    return _cluster_sh("status", timeout=60).returncode == 0
 
 
 def bring_up() -> float:
-    """``hack/cluster.sh up`` (building what is missing first); returns its seconds."""
+    """The cluster script's ``up`` (building what is missing first); returns its seconds."""
     started = time.monotonic()
-    result = _cluster_sh("up", BUILD_AND_START_TIMEOUT_S)
+    result = _cluster_sh("up", timeout=BUILD_AND_START_TIMEOUT_S)
     if result.returncode != 0:
         pytest.fail(
-            f"hack/cluster.sh up exited {result.returncode}:\n{result.stdout}{result.stderr}",
+            f"{CLUSTER_SCRIPT} up exited {result.returncode}:\n{result.stdout}{result.stderr}",
             pytrace=False,
         )
     return time.monotonic() - started
 
 
 def take_down() -> None:
-    result = _cluster_sh("down", 300)
+    result = _cluster_sh("down", timeout=300)
     if result.returncode != 0:
-        pytest.fail(f"hack/cluster.sh down failed:\n{result.stdout}{result.stderr}", pytrace=False)
+        pytest.fail(f"{CLUSTER_SCRIPT} down failed:\n{result.stdout}{result.stderr}", pytrace=False)
 
 
 @dataclass(frozen=True)
@@ -185,21 +195,13 @@ class OperatorRelease:
         (container,) = [
             c for c in pod_status["status"]["containerStatuses"] if c["name"] == "operator"
         ]
-        node = settings()
-        inspect = subprocess.run(
-            [
-                str(Path(node["TOOLS_DIR"]) / "crictl"),
-                "--runtime-endpoint",
-                f"unix://{node['CONTAINERD_SOCK']}",
-                "inspect",
-                container["containerID"].removeprefix("containerd://"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        )
-        os.kill(int(json.loads(inspect.stdout)["info"]["pid"]), signal.SIGKILL)
+        container_id = container["containerID"].split("://", 1)[-1]
+        result = _cluster_sh("kill-container", container_id, timeout=60)
+        if result.returncode != 0:
+            pytest.fail(
+                f"{CLUSTER_SCRIPT} kill-container {container_id} failed:\n{result.stderr}",
+                pytrace=False,
+            )
 
     def run(self, name: str) -> dict[str, Any]:
         result = self.kube.kubectl("get", "agentrun", name, "-o", "json")
@@ -302,9 +304,10 @@ def install_operator(
     env: dict[str, str] | None = None,
     values: dict[str, Any] | None = None,
 ) -> OperatorRelease:
-    """``helm install`` with hack/cluster-values.yaml, ``env`` added to (or replacing entries of)
-    its extraEnv, ``values`` on top, and ``demo_dir`` (made here, writable by the pods' user)
-    mounted as the demo services' folder; returns once every pod is ready."""
+    """``helm install`` with hack/cluster-values.yaml, the cluster's images (``images``), ``env``
+    added to (or replacing entries of) its extraEnv, ``values`` on top, and ``demo_dir`` (made
+    here, writable by the pods' user) mounted as the demo services' folder; returns once every
+    pod is ready."""
     result = try_install_operator(kube, release, demo_dir, env, values)
     if isinstance(result, str):
         pytest.fail(result, pytrace=False)
@@ -329,7 +332,7 @@ def try_install_operator(
     overrides.write_text(
         yaml.safe_dump(
             _merged(
-                {"extraEnv": [{"name": k, "value": v} for k, v in merged.items()]},
+                {"extraEnv": [{"name": k, "value": v} for k, v in merged.items()], **images()},
                 _merged(CLUSTER_WIDE_OFF, values or {}),
             )
         )
@@ -354,6 +357,23 @@ def try_install_operator(
         kube.kubectl("delete", "pv", volume, "--ignore-not-found", "--wait=false")
         return f"helm install {release} exited {result.returncode}:\n{result.stderr}{result.stdout}"
     return OperatorRelease(kube, release, demo_dir, args, volume)
+
+
+def images() -> dict[str, Any]:
+    """The chart's values naming the operator's and Redis's images the cluster script loaded
+    onto the node (its OPERATOR_IMAGE and REDIS_IMAGE)."""
+    named = settings()
+
+    def image(name: str) -> dict[str, str]:
+        repository, _, tag = name.rpartition(":")
+        if not repository or "/" in tag:
+            pytest.fail(f"image {name!r} has no tag: name it repository:tag", pytrace=False)
+        return {"repository": repository, "tag": tag}
+
+    return {
+        "image": image(named["OPERATOR_IMAGE"]),
+        "redis": {"image": image(named["REDIS_IMAGE"])},
+    }
 
 
 def redis_volume(kube: Kube, release: str, folder: Path) -> str:
