@@ -41,6 +41,10 @@ RUN_DIR=/run/agentrun-cluster
 PKI="$CLUSTER_DIR/pki"
 PIDS="$CLUSTER_DIR/pids"
 LOGS="$CLUSTER_DIR/logs"
+# Written once every step of `up` has passed (CoreDNS last): a cluster whose processes are alive
+# but whose `up` failed part-way (kube-proxy too slow, CoreDNS never applied) is taken down and
+# made again, not reused.
+UP_MARK="$CLUSTER_DIR/up-complete"
 CONTAINERD_ROOT="$CACHE_DIR/containerd" # kept across clusters: images are imported once
 CONTAINERD_SOCK="$RUN_DIR/containerd.sock"
 SAVED_SYSCTLS="$CACHE_DIR/cluster-sysctls.saved" # outside CLUSTER_DIR: survives a crashed `up`
@@ -468,7 +472,7 @@ step() { # description, command...
 
 cluster_up() {
   images_main
-  if all_alive && api_ready >/dev/null 2>&1; then
+  if [ -f "$UP_MARK" ] && all_alive && api_ready >/dev/null 2>&1; then
     import_images # an image rebuilt since the cluster started
     echo "==> the cluster is up: KUBECONFIG=$KUBECONFIG_FILE"
     return
@@ -494,6 +498,7 @@ cluster_up() {
   step "CoreDNS" start_coredns
   alive kube-controller-manager || fail "kube-controller-manager exited" kube-controller-manager
   alive kube-scheduler || fail "kube-scheduler exited" kube-scheduler
+  touch "$UP_MARK"
   echo "==> cluster up in $((SECONDS - began))s: KUBECONFIG=$KUBECONFIG_FILE"
 }
 
@@ -516,6 +521,7 @@ remove_cgroups() {
 cluster_down() {
   local began=$SECONDS name
   echo "==> stopping the cluster in $CLUSTER_DIR"
+  rm -f "$UP_MARK"
   stop kube-proxy
   stop kubelet
   if alive containerd; then
