@@ -339,7 +339,11 @@ def run(args: argparse.Namespace) -> None:
         workdir = working_folder(stack, args.workdir)
         bench = replicas_up(
             stack, args, workdir, namespaces.values(), (CRD, AGENT_CRD),
-            {"AGENTRUN_KUBE_THREADS": str(args.kube_threads)}, args.store_query,
+            {
+                "AGENTRUN_KUBE_THREADS": str(args.kube_threads),
+                "AGENTRUN_MAX_ACTIVE_RUNS": str(args.max_active_runs),
+            },
+            args.store_query,
         )  # fmt: skip
         try:
             for delay, namespace in namespaces.items():
@@ -352,7 +356,8 @@ def run(args: argparse.Namespace) -> None:
                 table.notes.append(
                     f"2 replicas, poll interval {args.poll_interval} s, {args.runs} runs a "
                     f"latency, {MODEL_CALLS} model calls and {TOOL_CALLS} tool calls a run; "
-                    f"{args.kube_threads} Kubernetes threads a replica; store "
+                    f"{args.kube_threads} Kubernetes threads and at most "
+                    f"{args.max_active_runs or 'unlimited'} active runs a replica; store "
                     f"redis://...{args.store_query}; "
                     f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
                     f"logs in {workdir}"
@@ -375,6 +380,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--kube-threads", type=int, default=32, help="AGENTRUN_KUBE_THREADS of the replicas (32)"
+    )
+    parser.add_argument(
+        "--max-active-runs",
+        type=int,
+        default=0,
+        help="AGENTRUN_MAX_ACTIVE_RUNS of the replicas (0: no limit)",
     )
     parser.add_argument(
         "--store-query",

@@ -266,6 +266,7 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         ({"tracing": {"otlpEndpoint": "c:4318"}}, "tracing.otlpEndpoint"),
         ({"tracing": {"headersSecret": {"nam": "otlp"}}}, "Additional property nam"),
         ({"tracing": {"sampleRatio": 1.5}}, "tracing.sampleRatio"),
+        ({"maxActiveRunsPerReplica": -1}, "maxActiveRunsPerReplica"),
     ],
     ids=[
         "top-level",
@@ -290,6 +291,7 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         "tracing-endpoint-scheme",
         "tracing-headers-secret",
         "tracing-sample-ratio",
+        "max-active-runs",
     ],
 )
 def test_values_with_a_typo_are_rejected_by_the_schema(
@@ -571,6 +573,20 @@ def test_tracing_points_the_sdk_at_the_collector_and_is_off_by_default(
     }
     (default,) = by_kind(render(kube, helm, kube_version), "Deployment")
     assert not [e for e in container_of(default)["env"] if e["name"].startswith("OTEL_")]
+
+
+def test_the_limit_on_runs_a_replica_drives_reaches_the_operator(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    """``maxActiveRunsPerReplica`` is AGENTRUN_MAX_ACTIVE_RUNS; 0 (no limit) by default."""
+
+    def limit(*values: str) -> object:
+        (deployment,) = by_kind(render(kube, helm, kube_version, *values), "Deployment")
+        env = {e["name"]: e.get("value") for e in container_of(deployment)["env"]}
+        return env["AGENTRUN_MAX_ACTIVE_RUNS"]
+
+    assert limit() == "0"
+    assert limit("--set", "maxActiveRunsPerReplica=250") == "250"
 
 
 def test_a_budget_with_both_bounds_is_refused(kube: Kube, helm: str, kube_version: str) -> None:

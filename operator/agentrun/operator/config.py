@@ -27,6 +27,8 @@ class OperatorConfig(FrozenModel):
     poll_interval: float = Field(default=1.0, gt=0)
     kube_threads: int = Field(default=32, ge=1, le=1024)
     """Threads of ``KubeApi``'s pool: the Kubernetes calls one replica has in flight at most."""
+    max_active_runs: int = Field(default=0, ge=0)
+    """Runs this replica drives at once, 0 for no limit (``slots``)."""
 
     @classmethod
     def from_environment(cls) -> OperatorConfig:
@@ -58,4 +60,5 @@ class OperatorConfig(FrozenModel):
             lease_renew_within=float(os.environ.get("AGENTRUN_LEASE_RENEW_WITHIN", "20")),
             poll_interval=float(os.environ.get("AGENTRUN_POLL_INTERVAL", "1")),
             kube_threads=int(os.environ.get("AGENTRUN_KUBE_THREADS", "32")),
+            max_active_runs=int(os.environ.get("AGENTRUN_MAX_ACTIVE_RUNS", "0")),
         )

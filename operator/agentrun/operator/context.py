@@ -11,6 +11,7 @@ from agentrun.operator.config import OperatorConfig
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
 from agentrun.operator.news import Newsroom
+from agentrun.operator.slots import RunSlots
 from agentrun.runner.registry import RegisteredAgent
 
 FINALIZER = "agentrun.dev/forget-run"
@@ -25,4 +26,5 @@ class OperatorContext:
     metrics: Metrics
     agents: dict[str, RegisteredAgent]
     resolver: AgentResolver
+    slots: RunSlots
     newsroom: Newsroom = field(default_factory=Newsroom)

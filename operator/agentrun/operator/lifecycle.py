@@ -21,6 +21,7 @@ from agentrun.operator.context import OperatorContext
 from agentrun.operator.forget import Forgetting
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
+from agentrun.operator.slots import RunSlots
 from agentrun.redaction import Masker, MaskingFilter
 from agentrun.runner.registry import registered_agents
 from agentrun.runner.tracing import export_if_configured
@@ -85,6 +86,7 @@ async def start(
         metrics=metrics,
         agents=agents,
         resolver=AgentResolver(api, agents),
+        slots=RunSlots(config.max_active_runs),
     )
     memo.forgetting = Forgetting()
     logger.info(

@@ -178,39 +178,54 @@ class RunWorker:
             if self._waiting_on_people(spec):
                 await self._pause()
                 continue
-            # The watch may lag the last holder's final status write, or the deletion, by a
-            # moment; the object as the API server just returned it does not, so a finished
-            # run is never taken up again, nor one being deleted (which another replica may
-            # already have forgotten).
-            returned = self._returned or await self.context.api.get(self.namespace, self.name)
-            self._returned = None
-            try:
-                fresh = returned and await ensure_finalizer(
-                    self.context.api, returned, self._seen_again
-                )
-            except Rejected:  # the object kept changing under the patch: next turn
-                await self._pause()
-                continue
-            if (
-                fresh is None
-                or fresh["metadata"].get("deletionTimestamp")
-                or c.is_terminal((fresh.get("status") or {}).get("conditions") or [])
-            ):
+            # A slot of this replica's limit (``slots``), held while the run is driven. A wait
+            # for one may have let another replica take the lease, or the run move on.
+            waited = await self.context.slots.take(self._over, self.context.config.poll_interval)
+            if waited is None:
                 return
-            # Nor one that this replica has just parked on a person, before the watch shows it.
-            if waiting_on_people(spec, fresh.get("status") or {}):
-                await self._pause()
-                continue
-            await self._attempt(spec, resolved, fresh)
+            try:
+                if waited:
+                    self._returned = None
+                    if await self.context.backend.leases.held(self.tenant, self.run_id):
+                        continue
+                # The watch may lag the last holder's final status write, or the deletion, by a
+                # moment; the object as the API server just returned it does not, so a finished
+                # run is never taken up again, nor one being deleted (which another replica may
+                # already have forgotten).
+                returned = self._returned or await self.context.api.get(self.namespace, self.name)
+                self._returned = None
+                try:
+                    fresh = returned and await ensure_finalizer(
+                        self.context.api, returned, self._seen_again
+                    )
+                except Rejected:  # the object kept changing under the patch: next turn
+                    await self._pause()
+                    continue
+                if (
+                    fresh is None
+                    or fresh["metadata"].get("deletionTimestamp")
+                    or c.is_terminal((fresh.get("status") or {}).get("conditions") or [])
+                ):
+                    return
+                # Nor one that this replica has just parked on a person, before the watch shows it.
+                if waiting_on_people(spec, fresh.get("status") or {}):
+                    await self._pause()
+                    continue
+                await self._attempt(spec, resolved, fresh)
+            finally:
+                self.context.slots.give_back()
 
     async def _let_the_claimer_start(self) -> None:
         """Another replica claimed the run just now, or claimed it and has decided nothing of it
         since (it still shows ``Pending`` and no lease): it is about to take the lease, so let it,
         rather than compete for the lease with requests of our own. Waits on the watch, asking
         the API server nothing, until the status names a lease or says anything else, for at
-        most a lease TTL: as long as a holder that died keeps a run waiting."""
+        most a lease TTL: as long as a holder that died keeps a run waiting. With a limit on the
+        runs a replica drives (``slots``), for a poll interval only: the claimer may be at its
+        limit, and the run is then this replica's to take if it has room."""
         config = self.context.config
-        deadline = time.monotonic() + config.lease_ttl
+        patience = config.poll_interval if self.context.slots.limit else config.lease_ttl
+        deadline = time.monotonic() + patience
         while not self._over() and time.monotonic() < deadline:
             status = self.report.current()
             succeeded = c.find(status.get("conditions") or [], SUCCEEDED) or {}
@@ -317,9 +332,9 @@ class RunWorker:
             return
         await self.report.ended(outcome, str(error))
         if outcome is Outcome.HELD_ELSEWHERE:
-            if self.report.status.fence is None:
-                await self._wait_for_lease()
-            else:
+            # Another replica took the lease first (no fence of ours), or took it from us. The
+            # loop waits for its holder (``_wait_for_lease``) once this replica's slot is back.
+            if self.report.status.fence is not None:
                 self.context.metrics.lease_losses.inc()
                 self.report.say("lost the lease: %s", error, level=logging.WARNING)
         elif outcome is Outcome.SUPERSEDED:
