@@ -105,10 +105,16 @@ def effects(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def operators(
-    kube: Kube, redis: RedisServer, effects: Path, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    kube: Kube,
+    redis: RedisServer,
+    effects: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Operators]:
-    """Two operator replicas on this module's namespace and Redis."""
-    pool = operator_pool(kube, redis, effects, tmp_path_factory)
+    """Two operator replicas on this module's namespace and Redis, with the environment the
+    module's ``OPERATOR_ENV`` adds, if it has one."""
+    env: dict[str, str] = getattr(request.module, "OPERATOR_ENV", {})
+    pool = operator_pool(kube, redis, effects, tmp_path_factory, **env)
     pool.start("replica-a")
     pool.start("replica-b")
     try:

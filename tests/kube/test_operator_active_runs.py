@@ -14,29 +14,15 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from tests.support.kube import Kube
-from tests.support.operator import Operators, operator_pool
-from tests.support.redis_server import RedisServer
+from tests.support.operator import Operators
 
 RUNS = 4
 
 
-@pytest.fixture(scope="module")
-def operators(
-    kube: Kube, redis: RedisServer, effects: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Operators]:
-    """Two replicas, each limited to one run at a time."""
-    pool = operator_pool(kube, redis, effects, tmp_path_factory, AGENTRUN_MAX_ACTIVE_RUNS="1")
-    pool.start("replica-a")
-    pool.start("replica-b")
-    try:
-        yield pool
-    finally:
-        pool.stop_all()
+OPERATOR_ENV = {"AGENTRUN_MAX_ACTIVE_RUNS": "1"}
+"""Two replicas (``conftest.operators``), each limited to one run at a time."""
 
 
 def _holders(kube: Kube) -> tuple[Counter[str], int]:

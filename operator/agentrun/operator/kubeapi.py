@@ -83,10 +83,15 @@ class KubeApi:
         return await asyncio.get_running_loop().run_in_executor(self._pool, timed)
 
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._get_custom(PLURAL, namespace, name)
+
+    async def _get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """One of our custom objects (an AgentRun or an Agent); None if it is gone."""
+
         def call() -> dict[str, Any] | None:
             try:
                 found = self._objects.get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, PLURAL, name
+                    GROUP, VERSION, namespace, plural, name
                 )
                 return cast(dict[str, Any], found)
             except ApiException as error:
@@ -151,18 +156,7 @@ class KubeApi:
     # -- what a declared agent needs: its Agent resource and the Secrets it references ---------
 
     async def get_agent(self, namespace: str, name: str) -> dict[str, Any] | None:
-        def call() -> dict[str, Any] | None:
-            try:
-                found = self._objects.get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, AGENT_PLURAL, name
-                )
-                return cast(dict[str, Any], found)
-            except ApiException as error:
-                if error.status == 404:
-                    return None
-                raise
-
-        return await self._off_loop(call)
+        return await self._get_custom(AGENT_PLURAL, namespace, name)
 
     async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
         """The Secret's data (base64, as the API server gives it); None if there is none."""
