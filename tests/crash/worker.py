@@ -14,14 +14,14 @@ not idempotent; ``book_flight``: keyed, the service deduplicates; ``send_sms``: 
 * ``during_checkpoint`` — inside the SQLite transaction that commits that next boundary (its
   frontier and segment, with the model call's charge where it follows one).
 
-The self-inflicted SIGKILL is a real one; nothing is cleaned up. Exit status: 0 finished
-(the result is printed as JSON), 3 the lease is held elsewhere, 4 an undecidable call.
+The self-inflicted SIGKILL is a real one; nothing is cleaned up. What it prints and its exit
+status are ``agentrun.testing.worker``'s: 0 finished, 3 the lease is held elsewhere, 4 an
+undecidable call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sqlite3
@@ -30,11 +30,12 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from agentrun import Checkpointer, IndeterminateToolCallError, RunLeaseError, open_backend
+from agentrun import Checkpointer, open_backend
 from agentrun.backend import StoreSet
 from agentrun.idempotency import derive_key, marker_key
 from agentrun.leases import LeasePolicy
 from agentrun.runner import AgentDefinition, AgentRunner, ScriptedProvider, tool
+from agentrun.testing.worker import start_or_resume
 
 STORE, EFFECTS, RUN_ID, MODE, TARGET, POINT = sys.argv[1:7]
 TENANT = "crash"
@@ -194,26 +195,9 @@ async def main() -> int:
         holder=f"crash-worker-{os.getpid()}",
     )
     try:
-        if MODE == "start":
-            result = await runner.run(AGENT, "go", tenant=TENANT, run_id=RUN_ID)
-        else:
-            for _ in range(100):
-                try:
-                    result = await runner.resume(AGENT, RUN_ID, tenant=TENANT)
-                    break
-                except RunLeaseError:
-                    await asyncio.sleep(0.1)
-            else:
-                return 3
-    except IndeterminateToolCallError as error:
-        print(json.dumps({"indeterminate": [call_id for call_id, _ in error.calls]}))
-        return 4
+        return await start_or_resume(runner, AGENT, MODE, tenant=TENANT, run_id=RUN_ID)
     finally:
         await backend.close()
-    print(
-        json.dumps({"status": result.status.value, "output": result.output, "fence": result.fence})
-    )
-    return 0
 
 
 if __name__ == "__main__":

@@ -6,24 +6,23 @@ SQLite file.
 
 MODE is ``start`` or ``resume`` (which waits for a dead worker's lease to lapse). Nothing here
 kills anything: the test SIGKILLs this process while the MCP server holds one of its calls.
-Exit status: 0 finished (the result is printed as JSON), 3 the lease stayed held elsewhere,
-4 an undecidable call (its ids and the error's message are printed as JSON).
+What it prints and its exit status are ``agentrun.testing.worker``'s: 0 finished, 3 the lease
+stayed held elsewhere, 4 an undecidable call (its ids and the error's message).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 
 from agentrun.demo.declared import AIRLINE_TOKEN, MODEL_KEY, booking_spec
-from agentrun.errors import IndeterminateToolCallError, RunLeaseError
 from agentrun.leases import LeasePolicy
 from agentrun.runner.declared import DeclaredAgent
 from agentrun.runner.loop import AgentRunner
 from agentrun.runner.secrets import MappingSecrets
 from agentrun.stores.sqlite import open_backend
+from agentrun.testing.worker import start_or_resume
 
 TENANT, RUN_ID = "crash", "run-1"
 SECRETS = MappingSecrets({"/".join(MODEL_KEY): "model-key", "/".join(AIRLINE_TOKEN): "token"})
@@ -40,26 +39,12 @@ async def main(store: str, model_url: str, mcp_url: str, mode: str) -> int:
         holder=f"declared-worker-{os.getpid()}",
     )
     try:
-        if mode == "start":
-            result = await runner.run(declared.definition, "go", tenant=TENANT, run_id=RUN_ID)
-        else:
-            for _ in range(100):
-                try:
-                    result = await runner.resume(declared.definition, RUN_ID, tenant=TENANT)
-                    break
-                except RunLeaseError:
-                    await asyncio.sleep(0.1)
-            else:
-                return 3
-    except IndeterminateToolCallError as error:
-        calls = [call_id for call_id, _ in error.calls]
-        print(json.dumps({"indeterminate": calls, "message": str(error)}))
-        return 4
+        return await start_or_resume(
+            runner, declared.definition, mode, tenant=TENANT, run_id=RUN_ID
+        )
     finally:
         await backend.close()
         await declared.aclose()
-    print(json.dumps({"status": result.status.value, "output": result.output}))
-    return 0
 
 
 if __name__ == "__main__":

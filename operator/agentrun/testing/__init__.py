@@ -9,9 +9,11 @@ tenant, so one database may serve the whole suite. The suites need pytest and py
 Checkpoint payloads in the suites are JSON documents (what ``frontier.encode`` produces) and are
 compared as JSON, so a store may keep them as ``jsonb``.
 
-Beside the suites, two servers on loopback for tests and demos, imported from their own modules
-(they need the ``agents`` extra and aiohttp): ``model_server`` (a fake model endpoint speaking
-OpenAI's and Anthropic's wire formats) and ``mcp_server`` (a real MCP server with booking tools).
+Beside the suites, for tests and demos, imported from their own modules (they need the runner,
+and the servers the ``agents`` extra and aiohttp): ``model_server`` (a fake model endpoint on
+loopback speaking OpenAI's and Anthropic's wire formats), ``mcp_server`` (a real MCP server with
+booking tools) and ``worker`` (``start_or_resume``: what a worker process a crash test kills and
+starts again runs, and how it reports the run's ending).
 """
 
 from agentrun.testing.boundary import BoundaryStoreConformance, RunReaderConformance
