@@ -7,7 +7,7 @@ and then waits: that is when the worker is killed — the call reached the tool,
 reached the worker. What the resume does depends on what the server's annotations say the tool is:
 ``charge_card`` (destructiveHint) is indeterminate, named, and not charged again;
 ``search_flights`` (readOnlyHint) is simply made again. ``tests/crash/test_declared_crash.py``
-drives the same functions.
+drives the same ``scenario`` and searches everything it prints, and the store, for the secrets.
 
     python -m agentrun.demo.declared_crash WORKDIR
 """
@@ -62,25 +62,34 @@ def resume(store: str, models: ModelServer, airline: McpBooks) -> subprocess.Com
     )
 
 
-def _scenario(workdir: Path, tool: str, expected_exit: int) -> bool:
+def scenario(
+    store: str, models: ModelServer, airline: McpBooks, tool: str
+) -> subprocess.CompletedProcess[str]:
+    """Kill a worker once ``tool``'s call has acted, carry the run on in a new one, and print
+    what happened, as ``make demo`` shows it; the new worker is returned for the caller to judge.
+    """
+    kill_while_held(store, models, airline, tool)
+    print(f"-- {tool} acted at the MCP server; the worker was killed with SIGKILL before")
+    print("   its answer arrived. A new worker carries the run on:")
+    resumed = resume(store, models, airline)
+    print(f"   {resumed.stdout.strip()}  (exit {resumed.returncode})")
+    made = {name: len(airline.made(name)) for name in ("search_flights", "charge_card")}
+    print(f"-- the airline's books: calls {made}, charges {airline.charges}")
+    return resumed
+
+
+def _scenario_passes(workdir: Path, tool: str, expected_exit: int) -> bool:
     with serving(TURNS) as models, mcp_serving() as airline:
-        store = f"sqlite:///{workdir}/declared-{tool}.db"
-        kill_while_held(store, models, airline, tool)
-        print(f"-- {tool} acted at the MCP server; the worker was killed with SIGKILL before")
-        print("   its answer arrived. A new worker carries the run on:")
-        resumed = resume(store, models, airline)
-        print(f"   {resumed.stdout.strip()}  (exit {resumed.returncode})")
-        made = {name: len(airline.made(name)) for name in ("search_flights", "charge_card")}
-        print(f"-- the airline's books: calls {made}, charges {airline.charges}")
+        resumed = scenario(f"sqlite:///{workdir}/declared-{tool}.db", models, airline, tool)
         return resumed.returncode == expected_exit and len(airline.charges) == 1
 
 
 def main() -> int:
     workdir = Path(sys.argv[1])
     print("Killed in charge_card (destructiveHint): the resume refuses, naming the call")
-    refused = _scenario(workdir, "charge_card", expected_exit=4)
+    refused = _scenario_passes(workdir, "charge_card", expected_exit=4)
     print("\nKilled in search_flights (readOnlyHint): the resume makes the search again")
-    repeated = _scenario(workdir, "search_flights", expected_exit=0)
+    repeated = _scenario_passes(workdir, "search_flights", expected_exit=0)
     return 0 if refused and repeated else 1
 
 

@@ -25,12 +25,20 @@ from agentrun.stores.sqlite import open_backend
 from agentrun.testing.worker import start_or_resume
 
 TENANT, RUN_ID = "crash", "run-1"
-SECRETS = MappingSecrets({"/".join(MODEL_KEY): "model-key", "/".join(AIRLINE_TOKEN): "token"})
+SECRET_VALUES = {
+    "/".join(MODEL_KEY): "model-key-for-the-demo-4417",
+    "/".join(AIRLINE_TOKEN): "airline-token-for-the-demo-2290",
+}
+"""The model's key and the airline's token, as a Secret would hold them. No redaction pattern
+recognises them, so only construction keeps them out of what the worker prints and stores: its
+test searches both for them."""
 
 
 async def main(store: str, model_url: str, mcp_url: str, mode: str) -> int:
     spec = booking_spec(provider="openai", model_url=model_url, mcp_url=mcp_url)
-    declared = await DeclaredAgent.build("booking-declared", spec, secrets=SECRETS)
+    declared = await DeclaredAgent.build(
+        "booking-declared", spec, secrets=MappingSecrets(SECRET_VALUES)
+    )
     backend = await open_backend(store)
     runner = AgentRunner.on_backend(
         backend,
