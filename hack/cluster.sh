@@ -35,6 +35,8 @@
 set -euo pipefail
 # shellcheck source=hack/images.sh
 source "$(dirname "${BASH_SOURCE[0]}")/images.sh"
+# shellcheck source=hack/lib/cluster-host.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-host.sh" # SYSCTLS, egress_chain, step
 
 CLUSTER_DIR="${AGENTRUN_CLUSTER_DIR:-/var/lib/agentrun-cluster}"
 RUN_DIR=/run/agentrun-cluster
@@ -64,13 +66,6 @@ ETCD_URL=http://127.0.0.1:12379
 EGRESS_CHAIN=AGENTRUN-POD-EGRESS
 # Started in this order, stopped in the reverse one.
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
-# The kernel settings the kubelet, kube-proxy and this script change.
-SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
-  kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward
-  net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables
-  net.ipv4.conf.all.route_localnet net.netfilter.nf_conntrack_max
-  net.netfilter.nf_conntrack_tcp_timeout_established
-  net.netfilter.nf_conntrack_tcp_timeout_close_wait)
 
 kubectl_() { kubectl --kubeconfig "$KUBECONFIG_FILE" "$@"; }
 crictl_() { "$BIN_DIR/crictl" --runtime-endpoint "unix://$CONTAINERD_SOCK" "$@"; }
@@ -148,26 +143,6 @@ stop_shims() {
 
 # ---- kernel settings and network -----------------------------------------------------------
 
-save_sysctls() {
-  # A file left by a cluster that was never taken down holds the values from before it: keep it.
-  [ -s "$SAVED_SYSCTLS" ] && return
-  local key value
-  : >"$SAVED_SYSCTLS.tmp"
-  for key in "${SYSCTLS[@]}"; do
-    value="$(sysctl -n "$key" 2>/dev/null)" && printf '%s=%s\n' "$key" "$value" >>"$SAVED_SYSCTLS.tmp"
-  done
-  mv "$SAVED_SYSCTLS.tmp" "$SAVED_SYSCTLS"
-}
-
-restore_sysctls() {
-  [ -s "$SAVED_SYSCTLS" ] || return 0
-  local line
-  while IFS= read -r line; do
-    sysctl -q -w "$line" >/dev/null 2>&1 || echo "    could not restore $line" >&2
-  done <"$SAVED_SYSCTLS"
-  rm -f "$SAVED_SYSCTLS"
-}
-
 # The bridge, the node's address on it, forwarding between pods and services, and the egress rule.
 network_up() {
   ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
@@ -175,15 +150,10 @@ network_up() {
   ip link set "$BRIDGE" up
   sysctl -q -w net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 \
     net.bridge.bridge-nf-call-ip6tables=1
-  iptables -t raw -N "$EGRESS_CHAIN" 2>/dev/null || iptables -t raw -F "$EGRESS_CHAIN"
-  iptables -t raw -A "$EGRESS_CHAIN" -d "$POD_CIDR" -j RETURN
-  iptables -t raw -A "$EGRESS_CHAIN" -d "$SERVICE_CIDR" -j RETURN
-  iptables -t raw -A "$EGRESS_CHAIN" -m comment --comment "agentrun: pods never leave this machine" -j DROP
-  iptables -t raw -C PREROUTING -s "$POD_CIDR" -j "$EGRESS_CHAIN" 2>/dev/null \
-    || iptables -t raw -I PREROUTING 1 -s "$POD_CIDR" -j "$EGRESS_CHAIN"
+  egress_chain "agentrun: pods never leave this machine" "$POD_CIDR" "$SERVICE_CIDR"
+  first_in_prerouting iptables -s "$POD_CIDR" -j "$EGRESS_CHAIN"
   # Pods have no IPv6 address; whatever IPv6 they send stays on the bridge.
-  ip6tables -t raw -C PREROUTING -i "$BRIDGE" -j DROP 2>/dev/null \
-    || ip6tables -t raw -I PREROUTING 1 -i "$BRIDGE" -j DROP
+  first_in_prerouting ip6tables -i "$BRIDGE" -j DROP
 }
 
 # Deletes the chains whose names start with one of the prefixes in every table, with the rules
@@ -460,14 +430,6 @@ any_recorded() { compgen -G "$PIDS/*.pid" >/dev/null; }
 all_alive() {
   local name
   for name in "${COMPONENTS[@]}"; do alive "$name" || return 1; done
-}
-
-step() { # description, command...
-  local what="$1" start=$SECONDS
-  shift
-  echo "==> $what"
-  "$@"
-  echo "    done in $((SECONDS - start))s"
 }
 
 cluster_up() {

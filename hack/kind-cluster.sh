@@ -21,12 +21,12 @@
 # asks for). kind's "kind" network is a bridge of its own; a rule in the raw table drops every
 # packet from it to an address outside it, so no node or pod can send traffic off this machine.
 # The kubelet in the node rewrites kernel sysctls like hack/cluster.sh's: `up` saves them and
-# `down` restores them.
+# `down` restores them (hack/lib/cluster-host.sh, which both scripts source).
 set -euo pipefail
-# shellcheck source=hack/cluster.sh
-source "$(dirname "${BASH_SOURCE[0]}")/cluster.sh" # save_sysctls, restore_sysctls, SYSCTLS
 # shellcheck source=hack/kind-tools.sh
 source "$(dirname "${BASH_SOURCE[0]}")/kind-tools.sh"
+# shellcheck source=hack/lib/cluster-host.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-host.sh" # SYSCTLS, egress_chain, step
 
 KIND_CLUSTER="${AGENTRUN_KIND_CLUSTER:-agentrun-e2e}"
 KIND_DIR="${AGENTRUN_KIND_DIR:-/var/lib/agentrun-kind}"
@@ -35,11 +35,13 @@ KUBECONFIG_FILE="$KIND_DIR/kubeconfig"
 NODE_NAME="$KIND_CLUSTER-control-plane"
 POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.96.0.0/16
+# shellcheck disable=SC2034 # printed by kind_env, through ${!key}
 API_SERVICE_IP=10.96.0.1
 EGRESS_CHAIN=AGENTRUN-KIND-EGRESS
 SAVED_SYSCTLS="$CACHE_DIR/kind-sysctls.saved"
 DOCKERD_PIDFILE="$KIND_DIR/dockerd.pid"
 RUNC_WRAPPER="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kind/runc-without-missing-caps"
+export PATH="$PATH:$BIN_DIR" # kubectl: hack/kube-tools.sh builds one only where the machine has none
 
 # kind drives the docker client on PATH: Debian's, talking to this dockerd.
 kind_() { PATH="$(dirname "$DOCKER"):$PATH" DOCKER_HOST="unix://$DOCKER_RUN/docker.sock" "$BIN_DIR/kind" "$@"; }
@@ -110,13 +112,9 @@ egress_up() {
   local bridge subnet
   bridge="br-$(kind_network '{{.Id}}' | cut -c1-12)"
   subnet="$(kind_network '{{range .IPAM.Config}}{{.Subnet}} {{end}}' | tr ' ' '\n' | grep -v : | head -n 1)"
-  iptables -t raw -N "$EGRESS_CHAIN" 2>/dev/null || iptables -t raw -F "$EGRESS_CHAIN"
-  iptables -t raw -A "$EGRESS_CHAIN" -d "$subnet" -j RETURN
-  iptables -t raw -A "$EGRESS_CHAIN" -m comment --comment "agentrun: kind never leaves this machine" -j DROP
-  iptables -t raw -C PREROUTING -i "$bridge" -j "$EGRESS_CHAIN" 2>/dev/null \
-    || iptables -t raw -I PREROUTING 1 -i "$bridge" -j "$EGRESS_CHAIN"
-  ip6tables -t raw -C PREROUTING -i "$bridge" -j DROP 2>/dev/null \
-    || ip6tables -t raw -I PREROUTING 1 -i "$bridge" -j DROP
+  egress_chain "agentrun: kind never leaves this machine" "$subnet"
+  first_in_prerouting iptables -i "$bridge" -j "$EGRESS_CHAIN"
+  first_in_prerouting ip6tables -i "$bridge" -j DROP
   echo "$bridge" >"$KIND_DIR/bridge"
 }
 
