@@ -16,25 +16,28 @@ from tests.runner.helpers import Boundaries, Crash, Probe, agent, runner, script
 TURNS = ([("act", {"item": "x"})], "done")
 
 
-async def _crashed(memory: MemoryBackend, *, lease_ttl: float) -> None:
-    """Run ``r`` died after its first model call; its lease stays held ``lease_ttl`` seconds."""
+async def _resume_after_a_crash(
+    memory: MemoryBackend, *, dead_lease_ttl: float, lease_wait: float
+) -> WorkerExit:
+    """Run ``r`` dies after its first model call, its lease left held ``dead_lease_ttl`` seconds;
+    a new worker resumes it, waiting at most ``lease_wait``."""
     defined = agent(Probe("act").tool())
     crash = Boundaries(crash_at=(Boundary.AFTER_MODEL_CALL, 1))
     with pytest.raises(Crash):
         await runner(memory, script(*TURNS), boundaries=crash).run(
             defined, "go", tenant="t", run_id="r"
         )
-    await memory.leases.acquire("t", "r", "the-dead-worker", ttl=lease_ttl)
+    await memory.leases.acquire("t", "r", "the-dead-worker", ttl=dead_lease_ttl)
+    resuming = runner(memory, script(*TURNS), holder="worker-b")
+    return await start_or_resume(
+        resuming, defined, "resume", tenant="t", run_id="r", lease_wait=lease_wait
+    )
 
 
 async def test_a_resume_waits_out_the_dead_workers_lease_and_finishes(
     memory: MemoryBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    await _crashed(memory, lease_ttl=0.3)
-    resuming = runner(memory, script(*TURNS), holder="worker-b")
-    exit_status = await start_or_resume(
-        resuming, agent(Probe("act").tool()), "resume", tenant="t", run_id="r", lease_wait=5
-    )
+    exit_status = await _resume_after_a_crash(memory, dead_lease_ttl=0.3, lease_wait=5)
     assert exit_status is WorkerExit.FINISHED
     said = json.loads(capsys.readouterr().out)
     assert said == {"status": "completed", "output": "done", "fence": 3}
@@ -43,11 +46,7 @@ async def test_a_resume_waits_out_the_dead_workers_lease_and_finishes(
 async def test_a_lease_held_past_the_wait_ends_the_worker_with_3_and_prints_nothing(
     memory: MemoryBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    await _crashed(memory, lease_ttl=30)
-    resuming = runner(memory, script(*TURNS), holder="worker-b")
-    exit_status = await start_or_resume(
-        resuming, agent(Probe("act").tool()), "resume", tenant="t", run_id="r", lease_wait=0.3
-    )
+    exit_status = await _resume_after_a_crash(memory, dead_lease_ttl=30, lease_wait=0.3)
     assert exit_status == 3
     assert capsys.readouterr().out == ""
 
