@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 from tests.docs.samples import matches, samples
-from tests.support.agentruns import apply_run, condition, get_run, has_condition, lease_of
+from tests.support.agentruns import (
+    apply_run,
+    condition,
+    get_run,
+    has_condition,
+    lease_of,
+    wait_until_completed,
+)
 from tests.support.kube import REPO, Kube
 from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer
@@ -139,12 +146,7 @@ def test_a_run_of_the_declared_agent_completes(
 ) -> None:
     charges = len(mcp.charges)
     apply_run(booker, "declared", "booker")
-    wait_for(
-        "declared to complete",
-        lambda: has_condition(booker, "declared", "Succeeded", "True", "Completed"),
-        60,
-        operators.logs,
-    )
+    wait_until_completed(booker, "declared", operators.logs)
     assert (
         condition(booker, "declared", "Succeeded")["message"] == "Booked LH1172 and charged 42.00"
     )
@@ -196,12 +198,7 @@ def test_a_holder_killed_during_a_read_only_mcp_call_has_it_made_again(
 ) -> None:
     searches = len(mcp.made("search_flights"))
     _kill_the_holder_during(booker, operators, mcp, "searched", "search_flights")
-    wait_for(
-        "searched to complete",
-        lambda: has_condition(booker, "searched", "Succeeded", "True", "Completed"),
-        60,
-        operators.logs,
-    )
+    wait_until_completed(booker, "searched", operators.logs)
     assert len(mcp.made("search_flights")) == searches + 2
     assert get_run(booker, "searched")["status"]["resumeCount"] >= 1
 
@@ -224,12 +221,7 @@ def test_editing_the_agent_refuses_the_runs_checkpointed_before_and_runs_new_one
     assert after != before["status"]["revision"]
     assert after in condition(booker, "edited", "Succeeded")["message"]
     apply_run(booker, "after-edit", "booker")
-    wait_for(
-        "after-edit to complete",
-        lambda: has_condition(booker, "after-edit", "Succeeded", "True", "Completed"),
-        60,
-        operators.logs,
-    )
+    wait_until_completed(booker, "after-edit", operators.logs)
 
 
 def test_an_agent_resource_wins_over_the_image_agent_of_the_same_name(
@@ -240,23 +232,13 @@ def test_an_agent_resource_wins_over_the_image_agent_of_the_same_name(
     shadow = agent_manifest(model, mcp).replace("name: booker", "name: leaky")
     booker.kubectl("apply", "-f", "-", stdin=shadow)
     apply_run(booker, "shadowed", "leaky")
-    wait_for(
-        "shadowed to complete",
-        lambda: has_condition(booker, "shadowed", "Succeeded", "True", "Completed"),
-        60,
-        operators.logs,
-    )
+    wait_until_completed(booker, "shadowed", operators.logs)
     assert (
         condition(booker, "shadowed", "Succeeded")["message"] == "Booked LH1172 and charged 42.00"
     )
     booker.kubectl("delete", "agent", "leaky", "--timeout=60s")
     apply_run(booker, "unshadowed", "leaky")
-    wait_for(
-        "unshadowed to complete",
-        lambda: has_condition(booker, "unshadowed", "Succeeded", "True", "Completed"),
-        60,
-        operators.logs,
-    )
+    wait_until_completed(booker, "unshadowed", operators.logs)
     assert condition(booker, "unshadowed", "Succeeded")["message"] == "Here it is: [REDACTED]"
 
 
@@ -291,12 +273,7 @@ def test_an_agent_waits_for_its_secret_and_so_do_its_runs(
         operators.logs,
     )
     booker.kubectl("create", "secret", "generic", "late-keys", f"--from-literal=openai={KEY}")
-    wait_for(
-        "early to complete",
-        lambda: has_condition(booker, "early", "Succeeded", "True", "Completed"),
-        90,
-        operators.logs,
-    )
+    wait_until_completed(booker, "early", operators.logs, within=90)
     wait_for("late-key to be Ready", lambda: reason("agent", "late-key", "Ready") == "Ready", 60)
 
 

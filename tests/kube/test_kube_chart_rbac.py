@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support.agentruns import apply_run, has_condition
+from tests.support.agentruns import apply_run, wait_until_completed
 from tests.support.chart import CHART, private_cluster, service_account_kubeconfig
 from tests.support.kube import REPO, ControlPlane, Kube, helm_binary
-from tests.support.operator import Operators, wait_for
+from tests.support.operator import Operators
 from tests.support.redis_server import RedisServer
 
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
@@ -111,12 +111,7 @@ def test_the_operator_needs_every_grant_of_the_chart_and_no_other(
     replica = pool.start("replica")
     try:
         apply_run(kube, "booked", "slowbook")
-        wait_for(
-            "booked to succeed under the chart's RBAC",
-            lambda: has_condition(kube, "booked", "Succeeded", "True", "Completed"),
-            COMPLETES_WITHIN_S,
-            pool.logs,
-        )
+        wait_until_completed(kube, "booked", pool.logs, within=COMPLETES_WITHIN_S)
         kube.kubectl("delete", "agentrun", "booked", "--timeout=30s")
     finally:
         pool.stop_all()

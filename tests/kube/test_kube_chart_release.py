@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support.agentruns import apply_run, has_condition
+from tests.support.agentruns import apply_run, wait_until_completed
 from tests.support.chart import CHART, private_cluster, service_account_kubeconfig
 from tests.support.kube import Kube, helm_binary
 from tests.support.operator import Operators, wait_for
@@ -210,12 +210,7 @@ def test_runs_deleted_before_uninstall_are_forgotten_and_nothing_is_left_termina
     pool.start("replica")
     try:
         apply_run(workload, "booked", "slowbook")
-        wait_for(
-            "booked to succeed",
-            lambda: has_condition(workload, "booked", "Succeeded", "True", "Completed"),
-            60,
-            pool.logs,
-        )
+        wait_until_completed(workload, "booked", pool.logs)
         run = json.loads(workload.kubectl("get", "agentrun", "booked", "-o", "json").stdout)
         assert "agentrun.dev/forget-run" in run["metadata"]["finalizers"]
         assert latest_checkpoint(redis, workload.namespace, run["metadata"]["uid"]) is not None

@@ -24,6 +24,7 @@ from tests.support.agentruns import (
     get_run,
     has_condition,
     lease_of,
+    wait_until_completed,
 )
 from tests.support.kube import Kube
 from tests.support.operator import Operators, wait_for
@@ -35,12 +36,7 @@ from agentrun.history import load_transcript
 
 def test_a_run_succeeds_and_tells_kubectl(kube: Kube, operators: Operators, effects: Path) -> None:
     apply_run(kube, "plain", "slowbook")
-    wait_for(
-        "plain to succeed",
-        lambda: has_condition(kube, "plain", "Succeeded", "True", "Completed"),
-        60,
-        operators.logs,
-    )
+    wait_until_completed(kube, "plain", operators.logs)
     status = get_run(kube, "plain")["status"]
     assert status["observedGeneration"] == 1
     assert status["lease"]["fence"] >= 1
@@ -305,12 +301,7 @@ def test_no_secret_reaches_the_status_the_events_the_log_or_the_store(
     """``leaky``'s tool returns an access token, logs it, and the model repeats it in its final
     answer, which the operator writes into the Succeeded condition. Masked everywhere."""
     apply_run(kube, "leaky", "leaky")
-    wait_for(
-        "leaky to succeed",
-        lambda: has_condition(kube, "leaky", "Succeeded", "True", "Completed"),
-        60,
-        operators.logs,
-    )
+    wait_until_completed(kube, "leaky", operators.logs)
     assert condition(kube, "leaky", "Succeeded")["message"] == "Here it is: [REDACTED]"
     uid = get_run(kube, "leaky")["metadata"]["uid"]
     kept = [kube.kubectl("get", "agentrun", "leaky", "-o", "json").stdout]

@@ -25,6 +25,7 @@ from tests.support.agentruns import (
     get_run,
     has_condition,
     lease_of,
+    wait_until_completed,
 )
 from tests.support.kube import Kube
 from tests.support.operator import Operators, Replica, wait_for
@@ -74,12 +75,7 @@ def test_sigterm_mid_call_lets_the_call_finish_and_hands_the_run_over(
     handed_over = time.monotonic() - terminated_at
     assert lingering.wait(timeout=30) == 0
     exited = time.monotonic() - terminated_at
-    wait_for(
-        "rolled to succeed",
-        lambda: has_condition(kube, "rolled", "Succeeded", "True", "Completed"),
-        60,
-        operators.logs,
-    )
+    wait_until_completed(kube, "rolled", operators.logs)
     assert count_effects(effects, "sms") == texts + 1
     status = get_run(kube, "rolled")["status"]
     assert not status.get("indeterminateCalls")
@@ -144,12 +140,7 @@ SECOND = "example.com/second-install"
 
 def _wait_for_success(kube: Kube, names: list[str], logs: Callable[[], str]) -> None:
     for name in names:
-        wait_for(
-            f"{name} to succeed",
-            lambda name=name: has_condition(kube, name, "Succeeded", "True", "Completed"),
-            60,
-            logs,
-        )
+        wait_until_completed(kube, name, logs)
 
 
 def test_two_installs_never_both_run_one_agentrun(
@@ -238,12 +229,7 @@ def test_a_finished_runs_status_events_and_gauge_tell_the_truth(
     ``agentrun_runs`` counts the namespace's runs, deleted ones not."""
     sparse = "  checkpointPolicy:\n    boundaries: [after_tool_result]\n"
     apply_run(kube, "sparse", "slowbook", extra=sparse)
-    wait_for(
-        "sparse to succeed",
-        lambda: has_condition(kube, "sparse", "Succeeded", "True", "Completed"),
-        60,
-        operators.logs,
-    )
+    wait_until_completed(kube, "sparse", operators.logs)
     status = get_run(kube, "sparse")["status"]
     assert status["iteration"] == 4
     assert status["usage"]["inputTokens"] == 3 * 100 + 50

@@ -20,6 +20,7 @@ from tests.support.agentruns import (
     count_effects,
     get_run,
     has_condition,
+    wait_until_completed,
 )
 from tests.support.kube import Kube
 from tests.support.operator import Operators, wait_for
@@ -76,12 +77,7 @@ def test_a_redis_restart_without_persistence_parks_the_run_instead_of_repeating_
     # A person chooses to start over, knowing the booking may be made again: delete, recreate.
     kube.kubectl("delete", "agentrun", "wiped", "--timeout=60s")
     apply_run(kube, "wiped", "slowbook")
-    wait_for(
-        "the new run to succeed",
-        lambda: has_condition(kube, "wiped", "Succeeded", "True", "Completed"),
-        60,
-        operators.logs,
-    )
+    wait_until_completed(kube, "wiped", operators.logs)
     assert count_effects(effects, "booking") == before + 2
 
 
@@ -120,12 +116,7 @@ def test_a_crash_before_the_first_checkpoint_still_starts_over_by_itself(
     call that is not safe to repeat is always checkpointed before it is made)."""
     _leased_without_checkpoint(kube, operators, "crashed")
     _replace_every_replica(operators)
-    wait_for(
-        "crashed to succeed",
-        lambda: has_condition(kube, "crashed", "Succeeded", "True", "Completed"),
-        60,
-        operators.logs,
-    )
+    wait_until_completed(kube, "crashed", operators.logs)
 
 
 def test_relabelling_the_namespace_mid_run_does_not_move_the_run(
@@ -135,12 +126,7 @@ def test_relabelling_the_namespace_mid_run_does_not_move_the_run(
     kube.kubectl("label", "namespace", kube.namespace, "agentrun.dev/tenant=elsewhere")
     try:
         _replace_every_replica(operators)  # new daemons, which read the namespace's labels
-        wait_for(
-            "relabelled to succeed",
-            lambda: has_condition(kube, "relabelled", "Succeeded", "True", "Completed"),
-            60,
-            operators.logs,
-        )
+        wait_until_completed(kube, "relabelled", operators.logs)
     finally:
         kube.kubectl("label", "namespace", kube.namespace, "agentrun.dev/tenant-")
     assert count_effects(effects, "booking") == before + 1

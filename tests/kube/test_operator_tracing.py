@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.support.agentruns import apply_run, get_run, has_condition
+from tests.support.agentruns import apply_run, get_run, wait_until_completed
 from tests.support.kube import Kube
 from tests.support.operator import Operators, operator_pool, wait_for
 from tests.support.otlp import Collector, attributes, collecting
@@ -56,12 +56,7 @@ def test_a_runs_spans_reach_the_collector_with_its_id_fence_and_dispositions(
     kube: Kube, traced: Operators, collector: Collector
 ) -> None:
     apply_run(kube, "traced", "texter")
-    wait_for(
-        "traced to complete",
-        lambda: has_condition(kube, "traced", "Succeeded", "True", "Completed"),
-        60,
-        traced.logs,
-    )
+    wait_until_completed(kube, "traced", traced.logs)
     run = get_run(kube, "traced")
     uid = run["metadata"]["uid"]
 

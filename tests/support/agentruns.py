@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,19 @@ def has_condition(
 ) -> bool:
     found = condition(kube, name, type_)
     return found.get("status") == status and reason in (None, found.get("reason"))
+
+
+def wait_until_completed(
+    kube: Kube, name: str, logs: Callable[[], str], *, within: float = 60
+) -> None:
+    """Wait for AgentRun ``name`` to end ``Completed`` (``Succeeded`` True); after ``within``
+    seconds fail with what ``logs`` gives (the operators' logs say why it did not)."""
+    wait_for(
+        f"{name} to complete",
+        lambda: has_condition(kube, name, "Succeeded", "True", "Completed"),
+        within,
+        logs,
+    )
 
 
 def book_slowly(kube: Kube, operators: Operators, effects: Path, name: str, ttl: int = 5) -> int:
