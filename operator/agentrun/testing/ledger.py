@@ -3,7 +3,6 @@ fenced writes, isolated runs."""
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import pytest
@@ -70,8 +69,7 @@ class LedgerConformance(ConformanceBase):
         await self.preload_charges(store, tenant, "long", self.charges_before)
         for run_id in ("long", "short"):  # whatever a store sets up on a run's first charge
             await store.charge(tenant, run_id, "first", 1, budget=10**12, fence=1)
-        long = await _median_charge_seconds(store, tenant, "long")
-        short = await _median_charge_seconds(store, tenant, "short")
+        long, short = await _fastest_charge_seconds(store, tenant, ("long", "short"))
         assert long < 4 * short + 0.00002, (
             f"a charge on a run with {self.charges_before} charges took {long * 1000:.3f} ms, "
             f"on a run with one {short * 1000:.3f} ms"
@@ -97,10 +95,19 @@ class LedgerConformance(ConformanceBase):
 _TIMED = 25
 
 
-async def _median_charge_seconds(store: Ledger, tenant: str, run_id: str) -> float:
-    took = []
+async def _fastest_charge_seconds(
+    store: Ledger, tenant: str, run_ids: tuple[str, str]
+) -> tuple[float, float]:
+    """The fastest of ``_TIMED`` charges on each run, the runs' charges taken in turn.
+
+    Taking turns puts a busy machine's pauses on both runs alike, and the fastest charge is the
+    one nothing else delayed: a store that re-reads the run's charges cannot be fast even once,
+    so the comparison stays sharp while a median of charges under load made it flaky."""
+    took: dict[str, list[float]] = {run_id: [] for run_id in run_ids}
     for index in range(_TIMED):
-        started = time.perf_counter()
-        await store.charge(tenant, run_id, f"timed-{index}", 1, budget=10**12, fence=1)
-        took.append(time.perf_counter() - started)
-    return statistics.median(took)
+        for run_id in run_ids:
+            started = time.perf_counter()
+            await store.charge(tenant, run_id, f"timed-{index}", 1, budget=10**12, fence=1)
+            took[run_id].append(time.perf_counter() - started)
+    first, second = run_ids
+    return min(took[first]), min(took[second])
