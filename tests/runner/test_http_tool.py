@@ -195,3 +195,26 @@ async def test_a_service_nobody_answers_on_means_the_call_was_not_made(
     assert tool_results(result.messages)["c0_0"].startswith(
         "error: the call was not made: POST http://127.0.0.1:"
     )
+
+
+@pytest.mark.parametrize("fault", ["dropped", "too slow"])
+async def test_a_request_sent_without_an_answer_leaves_the_call_indeterminate(
+    pool: Connections, memory: MemoryBackend, fault: str
+) -> None:
+    """The service received the request, then the connection closed (or the tool's timeout
+    passed) before any answer: whether it booked is unknown, so the side-effecting call is
+    indeterminate and a resume does not send it again."""
+    with endpoint() as server:
+        if fault == "dropped":
+            server.drop()
+        else:
+            server.answer(201, {"seat": "12A"}, after=1.0)
+        defined = _agent(pool, server.url, timeoutSeconds=0.3)
+        with pytest.raises(IndeterminateToolCallError, match=r"reserve \(call c0_0\)") as raised:
+            await runner(memory, script(*TURNS)).run(defined, "go", tenant="t", run_id="r")
+        assert "nobody knows whether it acted" in str(raised.value.__cause__)
+        with pytest.raises(IndeterminateToolCallError):
+            await runner(memory, script(*TURNS), holder="worker-b").resume(
+                defined, "r", tenant="t"
+            )
+    assert [sent.json() for sent in server.received] == [BOOKING]
