@@ -214,7 +214,5 @@ async def test_a_request_sent_without_an_answer_leaves_the_call_indeterminate(
             await runner(memory, script(*TURNS)).run(defined, "go", tenant="t", run_id="r")
         assert "nobody knows whether it acted" in str(raised.value.__cause__)
         with pytest.raises(IndeterminateToolCallError):
-            await runner(memory, script(*TURNS), holder="worker-b").resume(
-                defined, "r", tenant="t"
-            )
+            await runner(memory, script(*TURNS), holder="worker-b").resume(defined, "r", tenant="t")
     assert [sent.json() for sent in server.received] == [BOOKING]

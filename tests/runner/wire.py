@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-
 DROP = 0
 """The status of a queued answer that is no answer: the connection is closed instead."""
 
@@ -62,8 +61,8 @@ def endpoint() -> Iterator[Endpoint]:
                     Received(self.command, self.path, dict(self.headers.items()), body)
                 )
                 status, answer, after = (
-                state.answers.pop(0) if state.answers else (599, b"no answer", 0.0)
-            )
+                    state.answers.pop(0) if state.answers else (599, b"no answer", 0.0)
+                )
             time.sleep(after)
             if status == DROP:
                 self.close_connection = True
