@@ -2,11 +2,13 @@
 
 Two replicas with ``AGENTRUN_SECRET_MAX_AGE`` of 3 s run a declared agent whose key is in a
 Secret. The fake model server records the ``Authorization`` of every request it gets; the API
-server counts the ``GET secrets`` the runs cost (``apiserver_request_total``).
+server counts the ``GET secrets`` the runs cost (``apiserver_request_total``). The last test uses
+``KubeSecrets`` in this process, where what it keeps can be looked at without a clock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import textwrap
@@ -14,9 +16,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from kubernetes.config import new_client_from_config
 from tests.support.kube import ControlPlane, Kube
 from tests.support.operator import Operators, wait_for
 
+from agentrun.operator.kube_secrets import KubeSecrets, SecretCache
+from agentrun.operator.kubeapi import KubeApi
+from agentrun.runner.secrets import SecretKeyRef
 from agentrun.testing.model_server import ModelServer, Turn, serving
 
 MAX_AGE = 3.0
@@ -33,9 +39,9 @@ def model() -> Iterator[ModelServer]:
         yield server
 
 
-def _secret(kube: Kube, key: str) -> None:
+def _secret(kube: Kube, key: str, name: str = "keys") -> None:
     manifest = kube.kubectl(
-        "create", "secret", "generic", "keys", f"--from-literal=openai={key}",
+        "create", "secret", "generic", name, f"--from-literal=openai={key}",
         "--dry-run=client", "-o", "yaml",
     ).stdout  # fmt: skip
     kube.kubectl("apply", "-f", "-", stdin=manifest)
@@ -124,3 +130,31 @@ def test_a_rotated_key_is_used_once_the_max_age_has_passed(
     keyed.kubectl("apply", "-f", "-", stdin=_runs(keyed, "rotated", 4))
     wait_for("runs on the new key", lambda: _succeeded(keyed, "rotated") == 4, 60, operators.logs)
     assert _keys(model, since=rotated + MAX_AGE) == {f"Bearer {NEW_KEY}"}
+
+
+async def test_a_kept_secret_is_read_afresh_after_a_refusal_and_once_for_many(
+    kube: Kube, control_plane: ControlPlane
+) -> None:
+    """``KubeSecrets`` itself on the API server: what it keeps it uses until its max age, unless
+    a service refused it; requests that ask at once share one read."""
+    # The client's loader is untyped; it returns an ApiClient.
+    api = KubeApi(new_client_from_config(config_file=str(kube.kubeconfig)))  # type: ignore[no-untyped-call]
+    ref = SecretKeyRef(name="direct", key="openai")
+    try:
+        _secret(kube, OLD_KEY, name=ref.name)
+        secrets = KubeSecrets(SecretCache(api, max_age=600), kube.namespace)
+        before = control_plane.requests()["GET secrets"]
+        values = await asyncio.gather(*(secrets.resolve(ref) for _ in range(50)))
+        assert set(values) == {OLD_KEY}
+        assert control_plane.requests()["GET secrets"] - before == 1
+        _secret(kube, NEW_KEY, name=ref.name)
+        assert await secrets.resolve(ref) == OLD_KEY  # kept: the max age has not passed
+        secrets.refused(ref)  # the model endpoint answered 401 to it
+        assert await secrets.resolve(ref) == NEW_KEY
+        uncached = KubeSecrets(SecretCache(api, max_age=0), kube.namespace)
+        before = control_plane.requests()["GET secrets"]
+        for _ in range(3):
+            assert await uncached.resolve(ref) == NEW_KEY
+        assert control_plane.requests()["GET secrets"] - before == 3
+    finally:
+        api.close()

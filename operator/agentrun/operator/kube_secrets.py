@@ -9,8 +9,8 @@ said with the reference (``name/key``), never with a value.
 a run, a fifth of what a run asks of the API server (``bench.agent_scale``). Why keeping it is
 safe:
 
-* *Rotation still takes effect*: a changed Secret is read within the max age, and a read that
-  fails or finds no Secret is not kept past its max age either.
+* *Rotation still takes effect*: a changed Secret is read within the max age, and at once after
+  a service refused a value from it (401 or 403: ``refused``); a read that fails is not kept.
 * *Nothing reaches disk, a log, a status or an event*: the data stay in this process's memory,
   in one dict keyed by namespace and name, as the API server returned them (base64); the entry
   shows no data in its ``repr``, and the value is decoded only for the request that uses it —
@@ -64,6 +64,9 @@ class SecretCache:
         # Shielded: a run cancelled while it waits must not cancel the read the others wait on.
         return await asyncio.shield(kept.data)
 
+    def forget(self, namespace: str, name: str) -> None:
+        self._reads.pop((namespace, name), None)
+
     def _settled(self, key: tuple[str, str], kept: _Read, read: asyncio.Future[SecretData]) -> None:
         """A failed read is not kept (the next request reads again), nor one with no max age."""
         failed = read.cancelled() or read.exception() is not None
@@ -97,6 +100,10 @@ class KubeSecrets:
             return base64.b64decode(data[ref.key], validate=True).decode()
         except (binascii.Error, UnicodeDecodeError):
             raise SecretUnavailableError(ref, "its value is not UTF-8 text") from None
+
+    def refused(self, ref: SecretKeyRef) -> None:
+        """A service refused a value from ``ref``'s Secret: read it afresh next time."""
+        self.cache.forget(self.namespace, ref.name)
 
 
 def _status(error: Exception) -> str:
