@@ -36,7 +36,13 @@ import httpx2
 from httpx_aiohttp.httpx2 import AiohttpTransport
 
 MAX_CONNECTIONS = 1000
-KEEPALIVE_SECONDS = 5.0
+KEEPALIVE_SECONDS = 2.0
+"""How long an idle connection is kept for the next request: less than the idle timeout of the
+servers an agent talks to (uvicorn's and Node's 5 s, nginx's 75 s), so a request never goes out
+on a connection the server is closing. Such a request fails after it was sent — a tool call left
+indeterminate that the server never saw. ``httpx2``'s pool checked each idle socket for the
+server's close before reusing it; aiohttp's knows of the close only once the event loop has read
+it, which a busy loop does late (``bench.agent_scale`` saw hundreds of such MCP calls with 5 s)."""
 
 _MEANING: tuple[tuple[type[Exception], type[httpx2.TransportError]], ...] = (
     # Most specific first: the first match wins.
