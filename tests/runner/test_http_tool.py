@@ -3,6 +3,7 @@ read at each call and never kept."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 
@@ -195,3 +196,52 @@ async def test_a_service_nobody_answers_on_means_the_call_was_not_made(
     assert tool_results(result.messages)["c0_0"].startswith(
         "error: the call was not made: POST http://127.0.0.1:"
     )
+
+
+@pytest.mark.parametrize("fault", ["dropped", "too slow"])
+async def test_a_request_sent_without_an_answer_leaves_the_call_indeterminate(
+    pool: Connections, memory: MemoryBackend, fault: str
+) -> None:
+    """The service received the request, then the connection closed (or the tool's timeout
+    passed) before any answer: whether it booked is unknown, so the side-effecting call is
+    indeterminate and a resume does not send it again."""
+    with endpoint() as server:
+        if fault == "dropped":
+            server.drop()
+        else:
+            server.answer(201, {"seat": "12A"}, after=1.0)
+        defined = _agent(pool, server.url, timeoutSeconds=0.3)
+        with pytest.raises(IndeterminateToolCallError, match=r"reserve \(call c0_0\)") as raised:
+            await runner(memory, script(*TURNS)).run(defined, "go", tenant="t", run_id="r")
+        assert "nobody knows whether it acted" in str(raised.value.__cause__)
+        with pytest.raises(IndeterminateToolCallError):
+            await runner(memory, script(*TURNS), holder="worker-b").resume(defined, "r", tenant="t")
+    assert [sent.json() for sent in server.received] == [BOOKING]
+
+
+async def test_an_idle_connection_is_given_up_before_a_server_would_close_it(
+    pool: Connections,
+) -> None:
+    """Servers close idle connections after a few seconds (uvicorn and Node after 5): a request
+    sent on one as it closes fails after it was sent, which for a tool call means indeterminate.
+    A connection idle for half that is not reused; one idle for a moment is."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        while await reader.readuntil(b"\r\n\r\n"):
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+    client = pool.client(timeout=5)
+    try:
+        for pause in (0.0, 0.2, 2.5):
+            await asyncio.sleep(pause)
+            assert (await client.get(url)).text == "ok"
+    finally:
+        server.close()
+        for writer in accepted:
+            writer.close()
+    assert len(accepted) == 2  # the second request reused the first connection, the third not

@@ -9,6 +9,8 @@ retries are spent.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 
 from agentrun.frontier import Boundary
@@ -17,7 +19,7 @@ from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.pricing import ModelPrice, PriceTable
 from agentrun.runner.providers.base import ProviderError
 from agentrun.runner.results import RunStatus
-from agentrun.runner.secrets import MappingSecrets, SecretReference
+from agentrun.runner.secrets import MappingSecrets, SecretKeyRef, SecretReference
 from agentrun.stores.memory import MemoryBackend
 from agentrun.testing.model_server import Turn, serving
 from tests.runner.helpers import Probe, runner, tool_results
@@ -114,6 +116,33 @@ async def test_a_refused_key_is_not_asked_again(kind: Kind) -> None:
             await provider(kind, server).complete(model="m", messages=CONVERSATION, tools=[])
     assert len(server.seen) == 1
     assert (failed.value.status, failed.value.attempts) == (401, 1)
+
+
+@dataclass
+class KeptSecrets:
+    """A resolver that keeps what it read, as the operator's does; it records what was refused."""
+
+    values: dict[str, str]
+    refusals: list[str] = field(default_factory=list)
+
+    async def resolve(self, ref: SecretKeyRef) -> str:
+        return self.values[str(ref)]
+
+    def refused(self, ref: SecretKeyRef) -> None:
+        self.refusals.append(str(ref))
+
+
+@pytest.mark.parametrize(("status", "told"), [(401, True), (403, True), (400, False)])
+async def test_a_refused_key_is_read_afresh_next_time(kind: Kind, status: int, told: bool) -> None:
+    secrets = KeptSecrets({"model-keys/token": "old-value"})
+    reference = SecretReference.to("model-keys", "token")
+    with serving([DONE]) as server:
+        server.fail(status)
+        with pytest.raises(ProviderError, match=f"answered {status}"):
+            await provider(kind, server, api_key=reference, secrets=secrets).complete(
+                model="m", messages=CONVERSATION, tools=[]
+            )
+    assert secrets.refusals == (["model-keys/token"] if told else [])
 
 
 async def test_a_reply_nobody_can_read_is_a_provider_error(kind: Kind) -> None:

@@ -6,13 +6,18 @@ process on a free port and is shut down when the ``with`` block ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+DROP = 0
+"""The status of a queued answer that is no answer: the connection is closed instead."""
 
 
 @dataclass(frozen=True)
@@ -29,13 +34,18 @@ class Received:
 @dataclass
 class Endpoint:
     url: str
-    answers: list[tuple[int, bytes]] = field(default_factory=list)
+    answers: list[tuple[int, bytes, float]] = field(default_factory=list)
     received: list[Received] = field(default_factory=list)
 
-    def answer(self, status: int, body: object) -> None:
-        """Queue one answer: ``body`` as JSON, or as it is when it is bytes."""
+    def answer(self, status: int, body: object, *, after: float = 0.0) -> None:
+        """Queue one answer, sent ``after`` seconds: ``body`` as JSON, or as it is when it is
+        bytes."""
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.answers.append((status, raw))
+        self.answers.append((status, raw, after))
+
+    def drop(self) -> None:
+        """Queue a request read in full and then the connection closed without an answer."""
+        self.answers.append((DROP, b"", 0.0))
 
 
 @contextmanager
@@ -50,12 +60,19 @@ def endpoint() -> Iterator[Endpoint]:
                 state.received.append(
                     Received(self.command, self.path, dict(self.headers.items()), body)
                 )
-                status, answer = state.answers.pop(0) if state.answers else (599, b"no answer")
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+                status, answer, after = (
+                    state.answers.pop(0) if state.answers else (599, b"no answer", 0.0)
+                )
+            time.sleep(after)
+            if status == DROP:
+                self.close_connection = True
+                return
+            with contextlib.suppress(ConnectionError):  # the client gave up waiting
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
 

@@ -36,7 +36,7 @@ from agentrun.operator.agent_resource import (
     ToolStatus,
 )
 from agentrun.operator.conditions import set_condition
-from agentrun.operator.kube_secrets import KubeSecrets
+from agentrun.operator.kube_secrets import KubeSecrets, SecretCache
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.runner.connections import Connections
 from agentrun.runner.declared import DeclaredAgent
@@ -173,7 +173,7 @@ async def probe(api: KubeApi, connections: Connections, body: Mapping[str, Any])
     message = ""
     try:
         spec = agent_spec(namespace, name, body.get("spec") or {})
-        secrets = KubeSecrets(api, namespace)
+        secrets = KubeSecrets(SecretCache(api, max_age=0), namespace)  # a probe reads afresh
         model, reason = await probe_model(spec.model, connections, secrets)
         servers, server_reason = await _probe_servers(spec, connections, secrets)
         reason = reason or server_reason

@@ -9,7 +9,8 @@ under the image's end ``RevisionMismatch`` when next carried on, never run on by
 agent.
 
 A declared agent is built (its MCP servers listed, its provider made) with the Agent's Secrets
-read through ``KubeSecrets`` at each request, over one connection pool the operator shares. It
+read through ``KubeSecrets`` (each Secret kept ``AGENTRUN_SECRET_MAX_AGE`` seconds, one cache for
+the replica), over one connection pool the operator shares. It
 is kept while the Agent's generation stays and listed again when it is older than
 ``RELIST_AFTER``, so a tool server that changes its tools changes the revision the next attempt
 runs under (and a run checkpointed under the old listing is refused, as for an edit).
@@ -26,7 +27,7 @@ from pydantic import ValidationError
 
 from agentrun.errors import ConfigurationError
 from agentrun.operator.agent_resource import AgentResourceSpec
-from agentrun.operator.kube_secrets import KubeSecrets
+from agentrun.operator.kube_secrets import DEFAULT_MAX_AGE, KubeSecrets, SecretCache
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.outcomes import Outcome
 from agentrun.runner.connections import Connections
@@ -97,10 +98,13 @@ class AgentResolver:
         api: KubeApi,
         registered: Mapping[str, RegisteredAgent],
         connections: Connections | None = None,
+        *,
+        secret_max_age: float = DEFAULT_MAX_AGE,
     ) -> None:
         self.api = api
         self.registered = registered
         self.connections = connections or Connections()
+        self.secrets = SecretCache(api, secret_max_age)
         self._built: dict[tuple[str, str], _Built] = {}
 
     async def resolve(self, namespace: str, name: str) -> ResolvedAgent:
@@ -132,7 +136,7 @@ class AgentResolver:
             declared = await DeclaredAgent.build(
                 name,
                 spec,
-                secrets=KubeSecrets(self.api, namespace),
+                secrets=KubeSecrets(self.secrets, namespace),
                 connections=self.connections,
             )
         except ConfigurationError as error:

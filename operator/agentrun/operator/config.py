@@ -9,6 +9,7 @@ import secrets
 from pydantic import Field
 
 from agentrun._base import FrozenModel
+from agentrun.operator.kube_secrets import DEFAULT_MAX_AGE
 from agentrun.operator.resource import CONTROLLER_PATTERN
 
 DEFAULT_CONTROLLER = "agentrun.dev/operator"
@@ -29,6 +30,9 @@ class OperatorConfig(FrozenModel):
     """Threads of ``KubeApi``'s pool: the Kubernetes calls one replica has in flight at most."""
     max_active_runs: int = Field(default=0, ge=0)
     """Runs this replica drives at once, 0 for no limit (``slots``)."""
+    secret_max_age: float = Field(default=DEFAULT_MAX_AGE, ge=0)
+    """Seconds a Secret read is used for before it is read again, 0 at every request
+    (``kube_secrets``)."""
 
     @classmethod
     def from_environment(cls) -> OperatorConfig:
@@ -61,4 +65,5 @@ class OperatorConfig(FrozenModel):
             poll_interval=float(os.environ.get("AGENTRUN_POLL_INTERVAL", "1")),
             kube_threads=int(os.environ.get("AGENTRUN_KUBE_THREADS", "32")),
             max_active_runs=int(os.environ.get("AGENTRUN_MAX_ACTIVE_RUNS", "0")),
+            secret_max_age=float(os.environ.get("AGENTRUN_SECRET_MAX_AGE", str(DEFAULT_MAX_AGE))),
         )

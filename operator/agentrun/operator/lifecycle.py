@@ -85,7 +85,7 @@ async def start(
         api=api,
         metrics=metrics,
         agents=agents,
-        resolver=AgentResolver(api, agents),
+        resolver=AgentResolver(api, agents, secret_max_age=config.secret_max_age),
         slots=RunSlots(config.max_active_runs),
     )
     memo.forgetting = Forgetting()

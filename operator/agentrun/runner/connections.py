@@ -1,30 +1,143 @@
 """One HTTP connection pool for everything a declared agent talks to.
 
 The model endpoint, each MCP server and each HTTP tool get a client of their own — their own
-headers and timeouts — over one shared ``httpx2`` transport, so connections are pooled and kept
-alive across calls and across runs, no request waits for a thread, and the only ceiling on calls
-in flight is the pool's (``max_connections``). Closing the pool closes every connection; the
-clients themselves hold nothing to close.
+headers and timeouts — over one shared transport, so connections are pooled and kept alive across
+calls and across runs, no request waits for a thread, and the only ceiling on calls in flight is
+the pool's (``max_connections``). Closing the pool closes every connection; the clients
+themselves hold nothing to close.
+
+**Why aiohttp under the ``httpx2`` clients.** The SDKs (``openai``, ``anthropic``, ``mcp``) take
+an ``httpx2.AsyncClient``, so the clients stay ``httpx2``; what moves the bytes is aiohttp's
+connection pool, through ``httpx-aiohttp``'s transport. Profiled under ``bench.agent_scale``,
+``httpx2``'s own pool (``httpcore2``) took half of a replica's interpreter: assigning each request
+walks every connection of the pool, and ``h11`` checks each header in Python; aiohttp keeps its
+pool per host and parses HTTP in C.
+
+What ``_Transport`` does itself rather than take from ``httpx-aiohttp``:
+
+* **A failure means what it meant.** The package names a refused connection and one dropped after
+  the request was sent alike (``ConnectTimeout``); callers decide from the exception whether a
+  request reached the server — an HTTP tool reports ``ConnectError`` as "the call was not made"
+  and anything else as indeterminate — so ``_MEANING`` names aiohttp's exceptions as ``httpx2``'s
+  own transport does.
+* **Headers go out as written** (``Idempotency-Key``, not ``idempotency-key``), as ``httpx2``
+  sent them: names are case-insensitive by the RFC, not by every service.
+* **No cookie jar**: the pool is shared by every agent and tenant of a replica, and a cookie one
+  server set must not ride along on anyone's next request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
 
+import aiohttp
 import httpx2
+from httpx_aiohttp.httpx2 import AiohttpTransport
 
 MAX_CONNECTIONS = 1000
-MAX_KEEPALIVE = 100
+KEEPALIVE_SECONDS = 2.0
+"""How long an idle connection is kept for the next request: less than the idle timeout of the
+servers an agent talks to (uvicorn's and Node's 5 s, nginx's 75 s), so a request never goes out
+on a connection the server is closing. Such a request fails after it was sent — a tool call left
+indeterminate that the server never saw. ``httpx2``'s pool checked each idle socket for the
+server's close before reusing it; aiohttp's knows of the close only once the event loop has read
+it, which a busy loop does late (``bench.agent_scale`` saw hundreds of such MCP calls with 5 s)."""
+
+_MEANING: tuple[tuple[type[Exception], type[httpx2.TransportError]], ...] = (
+    # Most specific first: the first match wins.
+    (aiohttp.ConnectionTimeoutError, httpx2.ConnectTimeout),  # connecting, or waiting for the pool
+    (aiohttp.ClientConnectorError, httpx2.ConnectError),  # no connection: the request was not sent
+    (aiohttp.InvalidURL, httpx2.UnsupportedProtocol),
+    (aiohttp.SocketTimeoutError, httpx2.ReadTimeout),
+    (aiohttp.ServerDisconnectedError, httpx2.RemoteProtocolError),  # sent, closed without answer
+    (aiohttp.ClientPayloadError, httpx2.ReadError),  # the answer cut short
+    (aiohttp.ClientConnectionError, httpx2.ReadError),  # reset or broken once connected
+    (aiohttp.ClientError, httpx2.TransportError),
+)
+
+
+@contextmanager
+def _named_as_httpx2() -> Iterator[None]:
+    try:
+        yield
+    except aiohttp.ClientError as error:
+        meant = next(meant for raised, meant in _MEANING if isinstance(error, raised))
+        raise meant(f"{type(error).__name__}: {error}") from error
+
+
+class _Body(httpx2.AsyncByteStream):
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self.response = response
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _named_as_httpx2():
+            async for chunk in self.response.content.iter_any():
+                yield chunk
+
+    async def aclose(self) -> None:
+        self.response.release()
+
+
+class _Transport(AiohttpTransport):
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if not isinstance(self.client, aiohttp.ClientSession):
+            self.client = self.get_client()
+        timeout = request.extensions.get("timeout", {})
+        try:
+            body: bytes | httpx2.AsyncByteStream | None = request.content or None
+        except httpx2.RequestNotRead:  # a streamed upload: aiohttp frames it itself
+            body = request.stream  # type: ignore[assignment]
+            request.headers.pop("transfer-encoding", None)
+        with _named_as_httpx2():
+            response = await self.client.request(
+                request.method,
+                str(request.url),
+                headers=[
+                    (name.decode(), value.decode("latin-1")) for name, value in request.headers.raw
+                ],
+                data=body,
+                allow_redirects=False,  # the httpx2 client follows them, if it is told to
+                auto_decompress=False,  # and decodes the body
+                compress=False,
+                timeout=aiohttp.ClientTimeout(
+                    sock_connect=timeout.get("connect"),
+                    sock_read=timeout.get("read"),
+                    connect=timeout.get("pool"),
+                ),
+                server_hostname=request.extensions.get("sni_hostname"),
+            )
+        return httpx2.Response(
+            response.status,
+            headers=response.raw_headers,
+            stream=_Body(response),
+            request=request,
+            extensions={
+                "http_version": b"HTTP/1.1",
+                "reason_phrase": (response.reason or "").encode(),
+            },
+        )
 
 
 class Connections:
-    def __init__(
-        self, *, max_connections: int = MAX_CONNECTIONS, max_keepalive: int = MAX_KEEPALIVE
-    ) -> None:
-        self.transport = httpx2.AsyncHTTPTransport(
+    def __init__(self, *, max_connections: int = MAX_CONNECTIONS) -> None:
+        self.transport = _Transport(
             limits=httpx2.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_keepalive
-            )
+                max_connections=max_connections, keepalive_expiry=KEEPALIVE_SECONDS
+            ),
+            client=self._session,
+        )
+
+    def _session(self) -> aiohttp.ClientSession:
+        """Made at the first request, inside the event loop that serves it (aiohttp binds a
+        session to its loop)."""
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(
+                limit=self.transport.limits.max_connections or 0,
+                keepalive_timeout=KEEPALIVE_SECONDS,
+                ssl=self.transport.ssl_context,
+            ),
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
 
     def client(

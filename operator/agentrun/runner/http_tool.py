@@ -88,6 +88,7 @@ def http_tool(
                 f"{where} was sent and no answer came back ({type(error).__name__}: {error}); "
                 "nobody knows whether it acted"
             ) from error
+        revealed.refused(response.status_code)
         answer = revealed.scrub(response.text)
         if 400 <= response.status_code < 500:
             raise ToolError(f"{where} refused the request ({response.status_code}): {answer[:300]}")

@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from pydantic import Field
 
@@ -85,6 +85,15 @@ class SecretResolver(Protocol):
     async def resolve(self, ref: SecretKeyRef) -> str: ...
 
 
+@runtime_checkable
+class KeepingResolver(Protocol):
+    """A resolver that keeps what it read for a while (the operator's, which would otherwise read
+    a Kubernetes Secret at every request): told that a service refused a value (401, 403), it
+    reads that secret afresh the next time, so a rotated key is not refused until its max age."""
+
+    def refused(self, ref: SecretKeyRef) -> None: ...
+
+
 @dataclass(frozen=True)
 class MappingSecrets:
     """Secrets from a mapping of ``"name/key"`` to value: for tests, and for a program that
@@ -98,6 +107,9 @@ class MappingSecrets:
         except KeyError:
             raise SecretUnavailableError(ref, "no such entry in the mapping") from None
 
+
+REFUSED_CREDENTIALS = (401, 403)
+"""The statuses a service refuses credentials with."""
 
 ENVIRONMENT_PREFIX = "AGENTRUN_SECRET_"
 
@@ -126,6 +138,7 @@ class Revealed:
 
     resolver: SecretResolver | None
     values: list[str] = field(default_factory=list, repr=False)
+    refs: list[SecretKeyRef] = field(default_factory=list)
 
     async def reveal(self, value: MaybeSecret) -> str:
         if isinstance(value, str):
@@ -133,12 +146,20 @@ class Revealed:
         if self.resolver is None:
             raise SecretUnavailableError(value.ref, "no secret resolver was given to read it with")
         secret = await self.resolver.resolve(value.ref)
+        self.refs.append(value.ref)
         if secret:
             self.values.append(secret)
         return value.prefix + secret
 
     async def reveal_all(self, values: Mapping[str, MaybeSecret]) -> dict[str, str]:
         return {name: await self.reveal(value) for name, value in values.items()}
+
+    def refused(self, status: int) -> None:
+        """The service answered ``status`` to the request these values went into: a 401 or 403
+        tells a resolver that keeps values to read them afresh."""
+        if status in REFUSED_CREDENTIALS and isinstance(self.resolver, KeepingResolver):
+            for ref in self.refs:
+                self.resolver.refused(ref)
 
     def scrub(self, text: str) -> str:
         """``text`` with every secret this request used masked (longest first, so a secret

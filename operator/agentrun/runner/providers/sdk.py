@@ -94,6 +94,7 @@ class KeyedEndpoint:
             answer = await send(key)
         except failures.status as error:
             failed = cast(StatusError, error)
+            revealed.refused(failed.status_code)
             message = revealed.scrub(said(failed.body, failed.message))[:500]
             raise ProviderError(
                 self.endpoint,
