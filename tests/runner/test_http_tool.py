@@ -4,6 +4,7 @@ read at each call and never kept."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import AsyncIterator
 
@@ -245,3 +246,35 @@ async def test_an_idle_connection_is_given_up_before_a_server_would_close_it(
         for writer in accepted:
             writer.close()
     assert len(accepted) == 2  # the second request reused the first connection, the third not
+
+
+async def test_a_cookie_a_server_sets_is_never_sent_back(pool: Connections) -> None:
+    """A tool's client serves every run and tenant of a replica: a cookie one call was given
+    (a session, a tenant's login) must not go out with the next call, whoever makes it."""
+    cookies: list[str | None] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError):  # the client closing its end
+            await answer(reader, writer)
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while head := await reader.readuntil(b"\r\n\r\n"):
+            sent = dict(
+                line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if ": " in line
+            )
+            cookies.append({name.lower(): value for name, value in sent.items()}.get("cookie"))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nSet-Cookie: session=tenant-a; Path=/\r\n"
+                b"Content-Length: 2\r\n\r\nok"
+            )
+            await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+    client = pool.client(timeout=5)
+    try:
+        for _ in range(2):
+            assert (await client.get(url)).text == "ok"
+    finally:
+        server.close()
+    assert cookies == [None, None]

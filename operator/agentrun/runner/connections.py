@@ -23,13 +23,16 @@ What ``_Transport`` does itself rather than take from ``httpx-aiohttp``:
 * **Headers go out as written** (``Idempotency-Key``, not ``idempotency-key``), as ``httpx2``
   sent them: names are case-insensitive by the RFC, not by every service.
 * **No cookie jar**: the pool is shared by every agent and tenant of a replica, and a cookie one
-  server set must not ride along on anyone's next request.
+  server set must not ride along on anyone's next request. Neither the session's jar (aiohttp's)
+  nor each client's (``httpx2`` keeps one per client, and a tool's client serves every run) keeps
+  one: ``_no_cookies`` refuses every cookie offered.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import aiohttp
 import httpx2
@@ -43,6 +46,12 @@ on a connection the server is closing. Such a request fails after it was sent â€
 indeterminate that the server never saw. ``httpx2``'s pool checked each idle socket for the
 server's close before reusing it; aiohttp's knows of the close only once the event loop has read
 it, which a busy loop does late (``bench.agent_scale`` saw hundreds of such MCP calls with 5 s)."""
+
+
+def _no_cookies() -> CookieJar:
+    """A jar that refuses every cookie a server sets (no domain is allowed to set one)."""
+    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+
 
 _MEANING: tuple[tuple[type[Exception], type[httpx2.TransportError]], ...] = (
     # Most specific first: the first match wins.
@@ -144,7 +153,9 @@ class Connections:
         self, *, headers: Mapping[str, str] | None = None, timeout: float | None = None
     ) -> httpx2.AsyncClient:
         """A client over the shared pool; ``timeout`` bounds each request (None: none)."""
-        return httpx2.AsyncClient(transport=self.transport, headers=headers, timeout=timeout)
+        return httpx2.AsyncClient(
+            transport=self.transport, headers=headers, timeout=timeout, cookies=_no_cookies()
+        )
 
     async def aclose(self) -> None:
         await self.transport.aclose()
