@@ -198,30 +198,23 @@ class Rule:
     # Set once here: ``mask`` asks for it on every rule of every message, and as a property
     # (an enum flag ``&`` per call) it cost about as much as looking for a literal.
     ignores_case: bool = field(init=False, repr=False, compare=False)
-    _anchors: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+    _finders: tuple[_Finder, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ignores_case = bool(self.pattern.flags & re.IGNORECASE)
         object.__setattr__(self, "ignores_case", ignores_case)
-        anchors: tuple[re.Pattern[str], ...] = ()
+        finders: tuple[_Finder, ...] = ()
         if self.windowed:
             if not self.literals or not all(self.literals):
                 raise ConfigurationError(
                     f"the windowed rule {self.pattern.pattern!r} needs literals that every match "
                     "holds, and has none or an empty one: list them or leave it unwindowed"
                 )
-            # One scan per leading character, ``first(?=rest|...)``: ``re`` jumps between the
-            # places that character stands, where one alternation of them all would be tried at
-            # every character (slower than the rule itself). A lookahead consumes only
-            # ``first``, so overlapping occurrences are all found.
-            by_first: dict[str, list[str]] = {}
-            for literal in self.literals:
-                by_first.setdefault(literal[0], []).append(re.escape(literal[1:]))
-            anchors = tuple(
-                re.compile(f"{re.escape(first)}(?=(?:{'|'.join(rests)}))")
-                for first, rests in by_first.items()
-            )
-        object.__setattr__(self, "_anchors", anchors)
+            # The scans ``Redactor`` looks for literals with (``_Finder``), here for where they
+            # stand: one alternation of them all would be tried at every character (slower than
+            # the rule itself).
+            finders = _finders({literal: {0} for literal in self.literals})
+        object.__setattr__(self, "_finders", finders)
 
     def subn(self, replace: Callable[[re.Match[str]], str], text: str) -> tuple[str, int]:
         """``pattern.subn(replace, text)``, searched only in windows around the literals.
@@ -234,7 +227,7 @@ class Rule:
         and never one inside a match already made: the same matches ``subn`` makes, found where
         the literals are instead of everywhere.
         """
-        if not self._anchors:
+        if not self._finders:
             return self.pattern.subn(replace, text)
         haystack = text
         if self.ignores_case:
@@ -244,9 +237,7 @@ class Rule:
             # that ``lower`` leaves alone written as those: each character keeps its position,
             # and stands as the literal's letter wherever ``re`` could match it to one.
             haystack = text.lower().replace("\u017f", "s").replace("\u0131", "i")
-        found = sorted(
-            {hit.start() for anchor in self._anchors for hit in anchor.finditer(haystack)}
-        )
+        found = sorted({at for finder in self._finders for at, _ in finder.found(haystack)})
         pieces: list[str] = []
         copied = 0  # text[:copied] is in pieces
         tried = 0  # no match starts before it that is not made already
@@ -302,6 +293,17 @@ class _Finder:
     anchor: str
     finditer: Callable[[str], Iterator[re.Match[str]]]
     literals: tuple[tuple[str, int, frozenset[int]], ...]
+
+    def found(self, haystack: str) -> Iterator[tuple[int, frozenset[int]]]:
+        """Where each occurrence of the literals in ``haystack`` begins, and the rules it gates;
+        nothing at all, from a ``memchr``, when the anchor is not in it."""
+        if self.anchor not in haystack:
+            return
+        for hit in self.finditer(haystack):
+            at = hit.start()
+            for literal, offset, rules in self.literals:
+                if at >= offset and haystack.startswith(literal, at - offset):
+                    yield at - offset, rules
 
 
 def _finders(literal_owners: dict[str, set[int]]) -> tuple[_Finder, ...]:
@@ -432,12 +434,9 @@ class Redactor:
             if haystack is None:
                 haystack = fold(text)
             for finder in finders:
-                if finder.anchor in haystack:
-                    for hit in finder.finditer(haystack):
-                        at = hit.start()
-                        for literal, offset, rules in finder.literals:
-                            if at >= offset and haystack.startswith(literal, at - offset):
-                                held |= rules
+                if finder.anchor in haystack:  # not even a generator made when it is not
+                    for _, rules in finder.found(haystack):
+                        held |= rules
         return held
 
     @staticmethod
