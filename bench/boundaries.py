@@ -49,7 +49,7 @@ from tests.support.redis_server import redis_server
 
 from agentrun import open_backend
 from agentrun.backend import StoreSet
-from agentrun.boundary import Charge
+from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge
 from agentrun.checkpointing import Checkpointer
 from agentrun.frontier import Boundary, encode
 from agentrun.history import HistoryStore
@@ -58,7 +58,15 @@ from agentrun.redaction import Masker, Redactor, Rule
 from agentrun.resume import read_and_plan
 from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
 from agentrun.stores.sqlite._database import Database
-from bench.checkpoint_write import FENCE, TENANT, _frontier, _opening, _turn, chosen_servers
+from bench.checkpoint_write import (
+    FENCE,
+    TENANT,
+    RawSqlite,
+    _frontier,
+    _opening,
+    _turn,
+    chosen_servers,
+)
 from bench.checkpoint_write import run_on_servers as run_bench
 
 TURNS = (200, 1000)
@@ -218,14 +226,32 @@ def conversation(
         yield index, after_model, tuple(messages)
 
 
+class Recording:
+    """A ``BoundaryStore`` that keeps what it is given (for ``raw_commits``) and passes it on."""
+
+    def __init__(self, inner: BoundaryStore) -> None:
+        self.inner = inner
+        self.commits: list[BoundaryCommit] = []
+
+    async def commit(self, boundary: BoundaryCommit) -> int | None:
+        self.commits.append(boundary)
+        return await self.inner.commit(boundary)
+
+
 async def write_run(
-    server: str, backend: StoreSet, run_id: str, turns: int, *, whole: bool
+    server: str,
+    backend: StoreSet,
+    run_id: str,
+    turns: int,
+    *,
+    whole: bool,
+    recording: Recording | None = None,
 ) -> WriteRow:
     checkpointer = Checkpointer(
         backend.checkpoints,
         history=backend.history,
         masker=backend.masker,
-        boundaries=backend.boundaries if whole else None,
+        boundaries=(recording or backend.boundaries) if whole else None,
     )
     per_boundary: Counter[str] = Counter()
     per_model: Counter[str] = Counter()
@@ -264,6 +290,35 @@ async def write_run(
         turns,
         {k: v / (2 * turns) for k, v in per_boundary.items()},
         {k: v / turns for k, v in per_model.items()},
+        statistics.median(times),
+        ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+    )
+
+
+async def raw_commits(path: Path, commits: Sequence[BoundaryCommit]) -> WriteRow:
+    """The same boundaries' bytes (segment and frontier) each in one ``BEGIN IMMEDIATE``
+    transaction on a bare ``sqlite3`` connection with the store's pragmas, in the same file:
+    what one durable commit costs on this disk, without the kit."""
+    raw = RawSqlite(path)
+    times: list[float] = []
+    try:
+        for index, boundary in enumerate(commits):
+            rows = [("frontier", boundary.frontier)]
+            if boundary.segment is not None:
+                rows.append((f"segment-{index}", boundary.segment))
+            started = time.perf_counter()
+            await raw.commit(rows)
+            times.append((time.perf_counter() - started) * 1000)
+    finally:
+        await raw.close()
+    ordered = sorted(times)
+    counts = {"round trips": 1.0, "commits": 1.0}
+    return WriteRow(
+        "SQLite",
+        "raw commit",
+        len(commits) // 2,
+        counts,
+        counts,
         statistics.median(times),
         ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
     )
@@ -418,9 +473,17 @@ async def run(names: Sequence[str], fsync: bool, quick: bool) -> None:
             resumes: list[ResumeRow] = []
             stored: list[tuple[str, int, int, int]] = []
             for label, backend, url in found:
+                assert backend.boundaries is not None
+                recording = Recording(backend.boundaries)
                 for whole in (False, True):
                     run_id = f"{'whole' if whole else 'separate'}-{turns[0]}"
-                    writes.append(await write_run(label, backend, run_id, turns[0], whole=whole))
+                    writes.append(
+                        await write_run(
+                            label, backend, run_id, turns[0], whole=whole, recording=recording
+                        )
+                    )
+                if label == "SQLite":
+                    writes.append(await raw_commits(Path(folder) / "state.db", recording.commits))
                 resumes.append(await resume_run(label, backend, f"whole-{turns[0]}", turns[0]))
                 stored.append(
                     (label, *await stored_bytes(label, backend, url, f"whole-{turns[0]}"))
@@ -443,6 +506,10 @@ async def run(names: Sequence[str], fsync: bool, quick: bool) -> None:
             f"{_cells(row.per_model_boundary):>18} | {row.median_ms:>9.2f} {row.p99_ms:>7.2f}"
         )
     print("(Redis: commits = commands that write, each atomic; the frontier is staged by a SET)")
+    print(
+        "(SQLite raw commit: the same segment and frontier bytes, one BEGIN IMMEDIATE ... COMMIT "
+        "a boundary\n on a bare sqlite3 connection, WAL, synchronous=FULL: the fsync floor)"
+    )
     print("\nResume: frontier + whole transcript + the run's records (read_and_plan)")
     print(
         f"{'server':<11} {'turns':>5} {'stored':>8} | {'listed: trips':>13} {'ms':>8} | "
