@@ -17,9 +17,10 @@ KB), too little for any compressor alone, so each is compressed with the chain's
 preset dictionaries, and makes the same bytes wherever the same zlib runs (zstd does better, but
 is a dependency of its own before Python 3.14).
 
-What is stored (``SEGMENT``, since 2026-11-30): four bytes naming the form, the previous
-segment's SHA-256 as 32 raw bytes (none for the first), the dictionary's length in two bytes,
-and the raw deflate stream of the segment's messages as a JSON array. Nothing is said twice: the
+What is stored (``SEGMENT``, since 2026-11-30): four bytes naming the form, one byte saying how
+long the previous segment's SHA-256 is (32, or 0 for the first segment), that digest as raw bytes,
+the dictionary's length in two bytes, and the raw deflate stream of the segment's messages as a
+JSON array. Nothing is said twice: the
 previous handle is in the header only (it is covered by the handle, the digest of every stored
 byte, as the body is), and the stream carries no zlib wrapper (its Adler-32 checks what the
 digest already proves). The forms written before are read as they were: ``COMPRESSED`` (a text
