@@ -23,8 +23,10 @@ and the segments it replaces are deleted in the same commit. A segment of a turn
 poorly even against the preceding 32 KB (each zlib stream carries its own framing and Huffman
 tables, and each segment its header), and a resume pays a decompression per segment; a chain of
 compacted segments stores about what the whole transcript compressed once does, and resumes in a
-sixteenth of the decompressions. Content addressing is unchanged: a compacted segment is a
-segment, named by its digest, whose previous is the last compacted one. Without a
+sixteenth of the decompressions. The segments in between are transient, so they are compressed
+fast rather than small (``encode_segment(transient=True)``): compressing each against 32 KB at
+zlib's level 6 was most of a boundary's CPU on SQLite. Content addressing is unchanged: a
+compacted segment is a segment, named by its digest, whose previous is the last compacted one. Without a
 ``BoundaryStore`` nothing is compacted, as deleting a segment before the frontier that stops
 naming it has landed would leave a frontier naming a segment that is gone.
 
@@ -329,7 +331,9 @@ class Checkpointer:
             handle = handle_for(segment)
             grown = _Chain.taken_up(handle, len(checkpoint.messages), context)
             return grown, (grown, segment, chain.recent)
-        segment, body = encode_segment(chain.head or None, fresh, chain.context)
+        segment, body = encode_segment(
+            chain.head or None, fresh, chain.context, transient=self.boundaries is not None
+        )
         handle = handle_for(segment)
         grown = replace(
             chain,

@@ -123,23 +123,39 @@ async def append_transcript(
     return await store.put(tenant, run_id, stored, fence=fence)
 
 
+TRANSIENT_CONTEXT_BYTES = 4 * 1024
+"""How much of the preceding transcript a transient segment (see ``encode_segment``) is
+compressed against."""
+
+
 def encode_segment(
-    previous: str | None, messages: Sequence[bytes], context: bytes = b""
+    previous: str | None,
+    messages: Sequence[bytes],
+    context: bytes = b"",
+    *,
+    transient: bool = False,
 ) -> tuple[bytes, bytes]:
     """The bytes to store for the segment holding ``messages`` (each as ``encode_message``
     writes it) after ``previous`` (its handle is their digest, ``handle_for``, known before it
     is stored), and the segment's JSON.
 
     ``context`` is the JSON of the chain's segments before it, joined, oldest first, as
-    ``load_chain`` returns it: the segment is compressed against its last ``CONTEXT_BYTES``.
+    ``load_chain`` returns it: the segment is compressed (zlib level 6) against its last
+    ``CONTEXT_BYTES``. A ``transient`` segment, one the next compacted segment replaces, is
+    compressed fast instead (level 1, against the last ``TRANSIENT_CONTEXT_BYTES``): it is kept
+    for at most 15 boundaries, and for a turn's 4 KB tool result level 6 against 32 KB took
+    ~290 µs (the dictionary alone ~60 µs) where this takes ~22 µs, for ~20 % more bytes
+    (measured on the booking conversation of ``bench.boundaries``). The header says how much
+    context was used, so a reader needs to know neither.
     """
     digest = b"" if previous is None else _digest_of(previous)
     body = b"[" + b",".join(messages) + b"]"
-    dictionary = context[-CONTEXT_BYTES:]
+    level, window = (1, TRANSIENT_CONTEXT_BYTES) if transient else (6, CONTEXT_BYTES)
+    dictionary = context[-window:]
     compressor = (
-        zlib.compressobj(6, zlib.DEFLATED, -15, zdict=dictionary)
+        zlib.compressobj(level, zlib.DEFLATED, -15, zdict=dictionary)
         if dictionary
-        else zlib.compressobj(6, zlib.DEFLATED, -15)
+        else zlib.compressobj(level, zlib.DEFLATED, -15)
     )
     header = SEGMENT + bytes((len(digest),)) + digest + len(dictionary).to_bytes(2, "big")
     return header + compressor.compress(body) + compressor.flush(), body

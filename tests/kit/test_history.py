@@ -15,6 +15,7 @@ from agentrun.history import (
     CONTEXT_BYTES,
     HANDLE_PREFIX,
     SEGMENT,
+    TRANSIENT_CONTEXT_BYTES,
     Segment,
     append_transcript,
     decode_segment,
@@ -260,3 +261,20 @@ async def test_a_chain_the_previous_release_began_loads_and_carries_on_in_the_ne
 
 def _encoded(messages: tuple[Message, ...]) -> list[bytes]:
     return [encode_message(message) for message in messages]
+
+
+def test_a_transient_segment_is_compressed_against_less_and_still_read() -> None:
+    # A segment the next compaction replaces is compressed fast, against the last 4 KB only;
+    # its header says so, and the reader needs nothing else to read it.
+    context = b"".join(_encoded(conversation(200)))
+    assert len(context) > CONTEXT_BYTES
+    previous = handle_for(b"the segment before")
+    messages = _encoded(conversation(201)[-2:])
+    kept, _ = encode_segment(previous, messages, context)
+    transient, _ = encode_segment(previous, messages, context, transient=True)
+    at = header_length(transient) - 2
+    assert int.from_bytes(transient[at : at + 2], "big") == TRANSIENT_CONTEXT_BYTES
+    assert int.from_bytes(kept[at : at + 2], "big") == CONTEXT_BYTES
+    for stored in (kept, transient):
+        segment, _ = decode_segment(RUN, handle_for(stored), stored, context)
+        assert segment.messages == conversation(201)[-2:]
