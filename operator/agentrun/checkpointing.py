@@ -26,9 +26,9 @@ compacted segments stores about what the whole transcript compressed once does, 
 sixteenth of the decompressions. The segments in between are transient, so they are compressed
 fast rather than small (``encode_segment(transient=True)``): compressing each against 32 KB at
 zlib's level 6 was most of a boundary's CPU on SQLite. Content addressing is unchanged: a
-compacted segment is a segment, named by its digest, whose previous is the last compacted one. Without a
-``BoundaryStore`` nothing is compacted, as deleting a segment before the frontier that stops
-naming it has landed would leave a frontier naming a segment that is gone.
+compacted segment is a segment, named by its digest, whose previous is the last compacted one.
+Without a ``BoundaryStore`` nothing is compacted, as deleting a segment before the frontier that
+stops naming it has landed would leave a frontier naming a segment that is gone.
 
 Masking and encoding are the dearest part of a write when done for the whole transcript: ~50 ms
 and ~1 ms a MiB on the development machine, where a store's loopback round trip costs a fraction
