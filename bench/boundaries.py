@@ -51,8 +51,8 @@ from agentrun import open_backend
 from agentrun.backend import StoreSet
 from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge
 from agentrun.checkpointing import Checkpointer
-from agentrun.frontier import Boundary, encode
-from agentrun.history import HistoryStore
+from agentrun.frontier import Boundary, encode, encode_message
+from agentrun.history import HistoryStore, encode_segment
 from agentrun.messages import Message
 from agentrun.redaction import Masker, Redactor, Rule
 from agentrun.resume import read_and_plan
@@ -349,26 +349,27 @@ async def resume_run(server: str, backend: StoreSet, run_id: str, turns: int) ->
 
 async def stored_bytes(
     server: str, backend: StoreSet, url: str, run_id: str
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, int]:
     """The run's segments and frontier as the server keeps them; the final transcript written
-    once as one value (compressed as the server compresses the store's columns); and zlib's."""
+    once as one value (compressed as the server compresses the store's columns); zlib's
+    compression of it; and the floor of a chain: the whole transcript as one segment, beside the
+    frontier as kept."""
     checkpointer = Checkpointer(backend.checkpoints, history=backend.history)
     latest = await checkpointer.latest(TENANT, run_id)
     assert latest is not None
+    messages = await checkpointer.transcript(latest)
     transcript = encode(
         latest.model_copy(
-            update={
-                "messages": await checkpointer.transcript(latest),
-                "history_handle": None,
-                "history_length": 0,
-            }
+            update={"messages": messages, "history_handle": None, "history_length": 0}
         )
     )
+    alone, _ = encode_segment(None, [encode_message(message) for message in messages])
     if server != "PostgreSQL":
         listed = await backend.history.fetch_all(TENANT, run_id)  # type: ignore[attr-defined]
         frontier = await backend.checkpoints.latest(TENANT, run_id) or b""
         kept = sum(map(len, listed.values())) + len(frontier)
-        return kept, len(transcript), len(zlib.compress(transcript, 6))
+        zlibbed = len(zlib.compress(transcript, 6))
+        return kept, len(transcript), zlibbed, len(alone) + len(frontier)
     connection = await asyncpg.connect(url)
     try:
         segments = await connection.fetchval(
@@ -387,7 +388,8 @@ async def stored_bytes(
         once = await connection.fetchval("SELECT pg_column_size(v) FROM once")
     finally:
         await connection.close()
-    return int(segments) + int(frontier), int(once), len(zlib.compress(transcript, 6))
+    zlibbed = len(zlib.compress(transcript, 6))
+    return int(segments) + int(frontier), int(once), zlibbed, len(alone) + int(frontier)
 
 
 # -- masking ----------------------------------------------------------------------------------
@@ -471,7 +473,7 @@ async def run(names: Sequence[str], fsync: bool, quick: bool) -> None:
         async with servers(Path(folder), names, fsync) as found:
             writes: list[WriteRow] = []
             resumes: list[ResumeRow] = []
-            stored: list[tuple[str, int, int, int]] = []
+            stored: list[tuple[str, int, int, int, int]] = []
             for label, backend, url in found:
                 assert backend.boundaries is not None
                 recording = Recording(backend.boundaries)
@@ -523,11 +525,12 @@ async def run(names: Sequence[str], fsync: bool, quick: bool) -> None:
             f"{resumed.walked_ms / resumed.listed_ms:>12.1f}x"
         )
     print(f"\nBytes stored after the {turns[0]}-turn run (segments + frontier, as kept)")
-    for label, kept, once, zlibbed in stored:
+    for label, kept, once, zlibbed, alone in stored:
         how = "lz4 TOAST" if label == "PostgreSQL" else "uncompressed"
         print(
             f"{label:<11} stored {kept:>10,} | final transcript once, {how:<12} {once:>10,} "
-            f"({kept / once:.2f}x) | zlib -6 of it {zlibbed:>9,} ({kept / zlibbed:.2f}x)"
+            f"({kept / once:.2f}x) | zlib -6 of it {zlibbed:>9,} ({kept / zlibbed:.3f}x) "
+            f"| as one segment + frontier {alone:>9,} ({alone / zlibbed:.3f}x)"
         )
     print("\nMasking: in-process Checkpointer.write per boundary, inline, no server (ms median)")
     for (kind, label), median in masked.items():
