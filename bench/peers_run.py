@@ -285,7 +285,7 @@ async def measure_ours(server: str, url: str, booking: Booking, baseline_s: floa
         started = time.perf_counter()
         turns = await run_ours(backend, booking, run_id, durable=True)
         end_to_end = time.perf_counter() - started
-        stored, once, zlibbed = await stored_bytes(server, backend, url, run_id)
+        stored, once, zlibbed, _ = await stored_bytes(server, backend, url, run_id)
         assert isinstance(backend.boundaries, RunReader)
         _, segments = await backend.boundaries.read_run(TENANT, run_id)
         headers = sum(header_length(segment) for segment in segments.values())
