@@ -49,16 +49,24 @@ from tests.support.redis_server import redis_server
 
 from agentrun import open_backend
 from agentrun.backend import StoreSet
-from agentrun.boundary import Charge
+from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge
 from agentrun.checkpointing import Checkpointer
-from agentrun.frontier import Boundary, encode
-from agentrun.history import HistoryStore
+from agentrun.frontier import Boundary, encode, encode_message
+from agentrun.history import HistoryStore, encode_segment
 from agentrun.messages import Message
 from agentrun.redaction import Masker, Redactor, Rule
 from agentrun.resume import read_and_plan
 from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
 from agentrun.stores.sqlite._database import Database
-from bench.checkpoint_write import FENCE, TENANT, _frontier, _opening, _turn, chosen_servers
+from bench.checkpoint_write import (
+    FENCE,
+    TENANT,
+    RawSqlite,
+    _frontier,
+    _opening,
+    _turn,
+    chosen_servers,
+)
 from bench.checkpoint_write import run_on_servers as run_bench
 
 TURNS = (200, 1000)
@@ -218,14 +226,32 @@ def conversation(
         yield index, after_model, tuple(messages)
 
 
+class Recording:
+    """A ``BoundaryStore`` that keeps what it is given (for ``raw_commits``) and passes it on."""
+
+    def __init__(self, inner: BoundaryStore) -> None:
+        self.inner = inner
+        self.commits: list[BoundaryCommit] = []
+
+    async def commit(self, boundary: BoundaryCommit) -> int | None:
+        self.commits.append(boundary)
+        return await self.inner.commit(boundary)
+
+
 async def write_run(
-    server: str, backend: StoreSet, run_id: str, turns: int, *, whole: bool
+    server: str,
+    backend: StoreSet,
+    run_id: str,
+    turns: int,
+    *,
+    whole: bool,
+    recording: Recording | None = None,
 ) -> WriteRow:
     checkpointer = Checkpointer(
         backend.checkpoints,
         history=backend.history,
         masker=backend.masker,
-        boundaries=backend.boundaries if whole else None,
+        boundaries=(recording or backend.boundaries) if whole else None,
     )
     per_boundary: Counter[str] = Counter()
     per_model: Counter[str] = Counter()
@@ -269,6 +295,35 @@ async def write_run(
     )
 
 
+async def raw_commits(path: Path, commits: Sequence[BoundaryCommit]) -> WriteRow:
+    """The same boundaries' bytes (segment and frontier) each in one ``BEGIN IMMEDIATE``
+    transaction on a bare ``sqlite3`` connection with the store's pragmas, in the same file:
+    what one durable commit costs on this disk, without the kit."""
+    raw = RawSqlite(path)
+    times: list[float] = []
+    try:
+        for index, boundary in enumerate(commits):
+            rows = [("frontier", boundary.frontier)]
+            if boundary.segment is not None:
+                rows.append((f"segment-{index}", boundary.segment))
+            started = time.perf_counter()
+            await raw.commit(rows)
+            times.append((time.perf_counter() - started) * 1000)
+    finally:
+        await raw.close()
+    ordered = sorted(times)
+    counts = {"round trips": 1.0, "commits": 1.0}
+    return WriteRow(
+        "SQLite",
+        "raw commit",
+        len(commits) // 2,
+        counts,
+        counts,
+        statistics.median(times),
+        ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+    )
+
+
 async def resume_run(server: str, backend: StoreSet, run_id: str, turns: int) -> ResumeRow:
     measured: list[tuple[int, float]] = []
     for history, boundaries in (
@@ -294,26 +349,27 @@ async def resume_run(server: str, backend: StoreSet, run_id: str, turns: int) ->
 
 async def stored_bytes(
     server: str, backend: StoreSet, url: str, run_id: str
-) -> tuple[int, int, int]:
+) -> tuple[int, int, int, int]:
     """The run's segments and frontier as the server keeps them; the final transcript written
-    once as one value (compressed as the server compresses the store's columns); and zlib's."""
+    once as one value (compressed as the server compresses the store's columns); zlib's
+    compression of it; and the floor of a chain: the whole transcript as one segment, beside the
+    frontier as kept."""
     checkpointer = Checkpointer(backend.checkpoints, history=backend.history)
     latest = await checkpointer.latest(TENANT, run_id)
     assert latest is not None
+    messages = await checkpointer.transcript(latest)
     transcript = encode(
         latest.model_copy(
-            update={
-                "messages": await checkpointer.transcript(latest),
-                "history_handle": None,
-                "history_length": 0,
-            }
+            update={"messages": messages, "history_handle": None, "history_length": 0}
         )
     )
+    alone, _ = encode_segment(None, [encode_message(message) for message in messages])
     if server != "PostgreSQL":
         listed = await backend.history.fetch_all(TENANT, run_id)  # type: ignore[attr-defined]
         frontier = await backend.checkpoints.latest(TENANT, run_id) or b""
         kept = sum(map(len, listed.values())) + len(frontier)
-        return kept, len(transcript), len(zlib.compress(transcript, 6))
+        zlibbed = len(zlib.compress(transcript, 6))
+        return kept, len(transcript), zlibbed, len(alone) + len(frontier)
     connection = await asyncpg.connect(url)
     try:
         segments = await connection.fetchval(
@@ -332,7 +388,8 @@ async def stored_bytes(
         once = await connection.fetchval("SELECT pg_column_size(v) FROM once")
     finally:
         await connection.close()
-    return int(segments) + int(frontier), int(once), len(zlib.compress(transcript, 6))
+    zlibbed = len(zlib.compress(transcript, 6))
+    return int(segments) + int(frontier), int(once), zlibbed, len(alone) + int(frontier)
 
 
 # -- masking ----------------------------------------------------------------------------------
@@ -416,11 +473,19 @@ async def run(names: Sequence[str], fsync: bool, quick: bool) -> None:
         async with servers(Path(folder), names, fsync) as found:
             writes: list[WriteRow] = []
             resumes: list[ResumeRow] = []
-            stored: list[tuple[str, int, int, int]] = []
+            stored: list[tuple[str, int, int, int, int]] = []
             for label, backend, url in found:
+                assert backend.boundaries is not None
+                recording = Recording(backend.boundaries)
                 for whole in (False, True):
                     run_id = f"{'whole' if whole else 'separate'}-{turns[0]}"
-                    writes.append(await write_run(label, backend, run_id, turns[0], whole=whole))
+                    writes.append(
+                        await write_run(
+                            label, backend, run_id, turns[0], whole=whole, recording=recording
+                        )
+                    )
+                if label == "SQLite":
+                    writes.append(await raw_commits(Path(folder) / "state.db", recording.commits))
                 resumes.append(await resume_run(label, backend, f"whole-{turns[0]}", turns[0]))
                 stored.append(
                     (label, *await stored_bytes(label, backend, url, f"whole-{turns[0]}"))
@@ -443,6 +508,10 @@ async def run(names: Sequence[str], fsync: bool, quick: bool) -> None:
             f"{_cells(row.per_model_boundary):>18} | {row.median_ms:>9.2f} {row.p99_ms:>7.2f}"
         )
     print("(Redis: commits = commands that write, each atomic; the frontier is staged by a SET)")
+    print(
+        "(SQLite raw commit: the same segment and frontier bytes, one BEGIN IMMEDIATE ... COMMIT "
+        "a boundary\n on a bare sqlite3 connection, WAL, synchronous=FULL: the fsync floor)"
+    )
     print("\nResume: frontier + whole transcript + the run's records (read_and_plan)")
     print(
         f"{'server':<11} {'turns':>5} {'stored':>8} | {'listed: trips':>13} {'ms':>8} | "
@@ -456,11 +525,12 @@ async def run(names: Sequence[str], fsync: bool, quick: bool) -> None:
             f"{resumed.walked_ms / resumed.listed_ms:>12.1f}x"
         )
     print(f"\nBytes stored after the {turns[0]}-turn run (segments + frontier, as kept)")
-    for label, kept, once, zlibbed in stored:
+    for label, kept, once, zlibbed, alone in stored:
         how = "lz4 TOAST" if label == "PostgreSQL" else "uncompressed"
         print(
             f"{label:<11} stored {kept:>10,} | final transcript once, {how:<12} {once:>10,} "
-            f"({kept / once:.2f}x) | zlib -6 of it {zlibbed:>9,} ({kept / zlibbed:.2f}x)"
+            f"({kept / once:.2f}x) | zlib -6 of it {zlibbed:>9,} ({kept / zlibbed:.3f}x) "
+            f"| as one segment + frontier {alone:>9,} ({alone / zlibbed:.3f}x)"
         )
     print("\nMasking: in-process Checkpointer.write per boundary, inline, no server (ms median)")
     for (kind, label), median in masked.items():

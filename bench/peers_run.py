@@ -61,7 +61,7 @@ from agentrun.backend import StoreSet
 from agentrun.boundary import BoundaryCommit, BoundaryStore, RunReader
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
 from agentrun.frontier import Checkpoint
-from agentrun.history import COMPRESSED
+from agentrun.history import header_length
 from agentrun.leases import LeasePolicy
 from agentrun.messages import Message
 from agentrun.resume import read_and_plan
@@ -221,14 +221,6 @@ class CountingBoundaries:
         return await self.inner.commit(boundary)
 
 
-def header_size(segment: bytes) -> int:
-    """The bytes of a stored segment before its zlib stream (``agentrun.history``)."""
-    if not segment.startswith(COMPRESSED):
-        return 0
-    _, _, compressed = segment[len(COMPRESSED) :].split(b"\n", 2)
-    return len(segment) - len(compressed)
-
-
 def booking_agent(booking: Booking) -> AgentDefinition:
     results = iter(booking.results)
 
@@ -293,10 +285,10 @@ async def measure_ours(server: str, url: str, booking: Booking, baseline_s: floa
         started = time.perf_counter()
         turns = await run_ours(backend, booking, run_id, durable=True)
         end_to_end = time.perf_counter() - started
-        stored, once, zlibbed = await stored_bytes(server, backend, url, run_id)
+        stored, once, zlibbed, _ = await stored_bytes(server, backend, url, run_id)
         assert isinstance(backend.boundaries, RunReader)
         _, segments = await backend.boundaries.read_run(TENANT, run_id)
-        headers = sum(header_size(segment) for segment in segments.values())
+        headers = sum(header_length(segment) for segment in segments.values())
     finally:
         await backend.close()
     resumes: list[float] = []

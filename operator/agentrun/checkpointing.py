@@ -23,10 +23,12 @@ and the segments it replaces are deleted in the same commit. A segment of a turn
 poorly even against the preceding 32 KB (each zlib stream carries its own framing and Huffman
 tables, and each segment its header), and a resume pays a decompression per segment; a chain of
 compacted segments stores about what the whole transcript compressed once does, and resumes in a
-sixteenth of the decompressions. Content addressing is unchanged: a compacted segment is a
-segment, named by its digest, whose previous is the last compacted one. Without a
-``BoundaryStore`` nothing is compacted, as deleting a segment before the frontier that stops
-naming it has landed would leave a frontier naming a segment that is gone.
+sixteenth of the decompressions. The segments in between are transient, so they are compressed
+fast rather than small (``encode_segment(transient=True)``): compressing each against 32 KB at
+zlib's level 6 was most of a boundary's CPU on SQLite. Content addressing is unchanged: a
+compacted segment is a segment, named by its digest, whose previous is the last compacted one.
+Without a ``BoundaryStore`` nothing is compacted, as deleting a segment before the frontier that
+stops naming it has landed would leave a frontier naming a segment that is gone.
 
 Masking and encoding are the dearest part of a write when done for the whole transcript: ~50 ms
 and ~1 ms a MiB on the development machine, where a store's loopback round trip costs a fraction
@@ -122,47 +124,38 @@ _START = _Chain("", 0)
 
 
 class _Remembered:
-    """What writes derived from one message object: its masked form, and that form's bytes."""
+    """What writes derived from one message object: the bytes of its masked form."""
 
-    __slots__ = ("encoded", "masked", "ref")
+    __slots__ = ("encoded", "ref")
 
-    def __init__(self, ref: weakref.ref[Message], masked: Message | None) -> None:
+    def __init__(self, ref: weakref.ref[Message], encoded: bytes) -> None:
         self.ref = ref
-        self.masked = masked
-        self.encoded: bytes | None = None
+        self.encoded = encoded
 
 
 class _MessageMemo:
-    """Each message object's masked form and its encoded bytes, remembered while it lives.
+    """Each message object's masked form, encoded, remembered while the message lives.
 
     The runner keeps a run's conversation in one list and only appends to it, so at every
     boundary all but the newest messages are the very objects written at the previous one. A
     write therefore masks and encodes only its newest messages and splices the rest in as bytes
-    (``encode_spliced``): masking and encoding the whole transcript at every boundary cost ~50 ms
-    and ~1 ms a MiB, against a loopback round trip of a fraction of a millisecond. The memo is
-    keyed by identity, not by value: a message holds dicts and so has no hash, and comparing
-    values would cost as much as masking. Identity is sound because messages are frozen (the
-    out-of-line path relies on that too, appending only what is past the chain). An entry goes
-    when its message is collected, so a long-lived worker keeps no transcript of a finished run;
-    a message that masking left unchanged is remembered as None, since the memo holding it would
-    keep it alive. The bytes cost about the transcript's size again, for as long as it lives.
+    (``encode_spliced`` inline, the segment's JSON array out of line, whose compacted segments
+    gather 16 boundaries' messages again): masking and encoding the whole transcript at every
+    boundary cost ~50 ms and ~1 ms a MiB, against a loopback round trip of a fraction of a
+    millisecond. The memo is keyed by identity, not by value: a message holds dicts and so has
+    no hash, and comparing values would cost as much as masking. Identity is sound because
+    messages are frozen (the out-of-line path relies on that too, appending only what is past
+    the chain). An entry goes when its message is collected, so a long-lived worker keeps no
+    transcript of a finished run. The bytes cost about the transcript's size again, for as long
+    as it lives.
     """
 
     def __init__(self, redactor: Redactor | None) -> None:
         self._redactor = redactor
         self._memo: dict[int, _Remembered] = {}
 
-    def masked(self, messages: Sequence[Message]) -> tuple[Message, ...]:
-        return tuple(self._remembered(message).masked or message for message in messages)
-
     def encoded(self, messages: Sequence[Message]) -> list[bytes]:
-        encoded: list[bytes] = []
-        for message in messages:
-            remembered = self._remembered(message)
-            if remembered.encoded is None:
-                remembered.encoded = encode_message(remembered.masked or message)
-            encoded.append(remembered.encoded)
-        return encoded
+        return [self._remembered(message).encoded for message in messages]
 
     def __len__(self) -> int:
         return len(self._memo)
@@ -175,8 +168,7 @@ class _MessageMemo:
         masked = message if self._redactor is None else self._redactor.mask_message(message)
         memo = self._memo
         remembered = _Remembered(
-            weakref.ref(message, lambda _: memo.pop(key, None)),
-            None if masked is message else masked,
+            weakref.ref(message, lambda _: memo.pop(key, None)), encode_message(masked)
         )
         memo[key] = remembered
         return remembered
@@ -328,18 +320,20 @@ class Checkpointer:
             chain = None
         if chain is None:
             chain = _START
-        fresh = self._messages.masked(checkpoint.messages[chain.length :])
+        fresh = self._messages.encoded(checkpoint.messages[chain.length :])
         if not fresh and chain.head:
             return replace(chain, length=len(checkpoint.messages)), None
         if self.boundaries is not None and len(chain.recent) + 1 >= COMPACT_AFTER:
             # Everything since the last compacted segment in one, which replaces the others.
-            since = self._messages.masked(checkpoint.messages[chain.base_length :])
+            since = self._messages.encoded(checkpoint.messages[chain.base_length :])
             segment, body = encode_segment(chain.base, since, chain.base_context)
             context = (chain.base_context + body)[-CONTEXT_BYTES:]
             handle = handle_for(segment)
             grown = _Chain.taken_up(handle, len(checkpoint.messages), context)
             return grown, (grown, segment, chain.recent)
-        segment, body = encode_segment(chain.head or None, fresh, chain.context)
+        segment, body = encode_segment(
+            chain.head or None, fresh, chain.context, transient=self.boundaries is not None
+        )
         handle = handle_for(segment)
         grown = replace(
             chain,

@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections.abc import Mapping
 
 import pytest
 
 from agentrun.errors import HistoryUnavailableError, StaleFenceError
+from agentrun.frontier import encode_message
 from agentrun.history import (
+    COMPRESSED,
+    CONTEXT_BYTES,
     HANDLE_PREFIX,
+    SEGMENT,
+    TRANSIENT_CONTEXT_BYTES,
     Segment,
     append_transcript,
     decode_segment,
     encode_segment,
     handle_for,
+    header_length,
+    load_chain,
     load_transcript,
     previous_of,
     verified,
 )
+from agentrun.messages import Message
 from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
 from tests.support.frontiers import RUN, TENANT, conversation
 
@@ -178,12 +187,94 @@ async def test_segments_in_the_older_form_still_load() -> None:
 
 
 async def test_a_segment_is_compressed_against_the_chain_before_it() -> None:
-    _, first_body = encode_segment(None, conversation(4))
-    again, _ = encode_segment("sha256:x", conversation(4), first_body)
-    alone, _ = encode_segment("sha256:x", conversation(4))
+    messages = _encoded(conversation(4))
+    _, first_body = encode_segment(None, messages)
+    previous = handle_for(b"the segment before")
+    again, _ = encode_segment(previous, messages, first_body)
+    alone, _ = encode_segment(previous, messages)
     assert len(again) < len(alone) / 2, (len(again), len(alone))
-    assert previous_of(RUN, handle_for(again), again) == "sha256:x"
+    assert previous_of(RUN, handle_for(again), again) == previous
     with pytest.raises(HistoryUnavailableError, match="unreadable"):
         decode_segment(RUN, handle_for(again), again)  # without the chain before it
     segment, _ = decode_segment(RUN, handle_for(again), again, first_body)
     assert segment.messages == conversation(4)
+    assert segment.previous == previous
+
+
+def test_a_segment_names_its_previous_once_in_32_bytes() -> None:
+    # The handle covers every stored byte, so the header's digest needs no second copy in the
+    # body, nor 71 characters of text: what repeats per segment is what keeps a chain above the
+    # compressed size of the transcript written once.
+    previous = handle_for(b"the segment before")
+    digest = bytes.fromhex(previous.removeprefix(HANDLE_PREFIX))
+    stored, body = encode_segment(previous, _encoded(conversation(2)))
+    assert stored.count(digest) == 1
+    assert previous.encode() not in stored
+    assert previous.encode() not in body
+    assert header_length(stored) == len(SEGMENT) + 1 + 32 + 2
+    first, _ = encode_segment(None, _encoded(conversation(2)))
+    assert header_length(first) == len(SEGMENT) + 1 + 2
+    assert previous_of(RUN, handle_for(first), first) is None
+
+
+def test_a_cut_short_segment_is_unreadable_not_half_read() -> None:
+    stored, _ = encode_segment(None, _encoded(conversation(3)))
+    for cut in (stored[: len(SEGMENT) + 2], stored[:-5], stored + b"more"):
+        with pytest.raises(HistoryUnavailableError, match="unreadable"):
+            decode_segment(RUN, handle_for(cut), cut)
+    with pytest.raises(ValueError, match="not a handle"):
+        encode_segment("sha256:x", ())
+
+
+def _in_the_previous_form(
+    previous: str | None, messages: tuple[Message, ...], context: bytes
+) -> tuple[bytes, bytes]:
+    """A segment as the release before ``SEGMENT`` wrote it (``COMPRESSED``)."""
+    body = Segment(previous=previous, messages=messages).model_dump_json().encode()
+    dictionary = context[-CONTEXT_BYTES:]
+    compressor = zlib.compressobj(6, zdict=dictionary) if dictionary else zlib.compressobj(6)
+    header = COMPRESSED + (previous or "").encode() + b"\n" + str(len(dictionary)).encode() + b"\n"
+    return header + compressor.compress(body) + compressor.flush(), body
+
+
+async def test_a_chain_the_previous_release_began_loads_and_carries_on_in_the_new_form() -> None:
+    # Runs stored by the release before carry on here: their segments are read as written, and
+    # the next ones, in the new form, are compressed against the older ones' JSON.
+    store = MemoryHistoryStore()
+    head: str | None = None
+    context = b""
+    for turn in range(3):
+        stored, body = _in_the_previous_form(
+            head, conversation(3)[2 * turn : 2 * turn + 2], context
+        )
+        head = await store.put(TENANT, RUN, stored, fence=0)
+        context += body
+    assert head is not None
+    messages, carried = await load_chain(store, TENANT, RUN, head)
+    assert messages == conversation(3)
+    assert carried == context
+    stored, _ = encode_segment(head, _encoded(conversation(4)[6:]), carried)
+    assert stored.startswith(SEGMENT)
+    head = await store.put(TENANT, RUN, stored, fence=0)
+    assert await load_transcript(store, TENANT, RUN, head) == conversation(4)
+
+
+def _encoded(messages: tuple[Message, ...]) -> list[bytes]:
+    return [encode_message(message) for message in messages]
+
+
+def test_a_transient_segment_is_compressed_against_less_and_still_read() -> None:
+    # A segment the next compaction replaces is compressed fast, against the last 4 KB only;
+    # its header says so, and the reader needs nothing else to read it.
+    context = b"".join(_encoded(conversation(200)))
+    assert len(context) > CONTEXT_BYTES
+    previous = handle_for(b"the segment before")
+    messages = _encoded(conversation(201)[-2:])
+    kept, _ = encode_segment(previous, messages, context)
+    transient, _ = encode_segment(previous, messages, context, transient=True)
+    at = header_length(transient) - 2
+    assert int.from_bytes(transient[at : at + 2], "big") == TRANSIENT_CONTEXT_BYTES
+    assert int.from_bytes(kept[at : at + 2], "big") == CONTEXT_BYTES
+    for stored in (kept, transient):
+        segment, _ = decode_segment(RUN, handle_for(stored), stored, context)
+        assert segment.messages == conversation(201)[-2:]

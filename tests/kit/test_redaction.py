@@ -7,6 +7,7 @@ so is a benign string that changes, because a masked id is a corrupted transcrip
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +18,7 @@ from agentrun.errors import ConfigurationError
 from agentrun.frontier import Boundary, Checkpoint, decode
 from agentrun.history import decode_segment
 from agentrun.messages import BinaryPart, Message, TextPart, ToolCall
-from agentrun.redaction import MASK, Masker, Redactor
+from agentrun.redaction import MASK, Masker, Redactor, Rule
 from agentrun.resume import plan_resume
 from agentrun.stores.memory import MemoryBackend
 from tests.kit.secrets_corpus import BENIGN, SECRETS, Secret
@@ -169,6 +170,30 @@ def test_extra_patterns_add_to_the_builtins() -> None:
     assert f"{MASK}-CASE" in masked  # only the named group is replaced
     assert SECRETS[0].secret not in masked
     assert Redactor.build().mask("EMP-4411") == "EMP-4411"
+
+
+def test_a_literal_holding_a_nul_is_refused_by_name() -> None:
+    # The strings of a message are looked for literals joined by a NUL (Redactor._leaves_alone).
+    with pytest.raises(ConfigurationError, match="NUL"):
+        Redactor((Rule(re.compile("a\0b"), ("a\0b",)),))
+
+
+def test_a_secret_in_any_one_string_of_a_message_is_masked() -> None:
+    # One scan of the message's strings joined decides whether any is masked at all.
+    secret = SECRETS[0].secret
+    call = ToolCall(id="c1", name="f", arguments={"a": "x", "b": ["y", {"c": f"use {secret}"}]})
+    message = Message(
+        role="assistant", parts=(TextPart(text="plain"), TextPart(text="words")), tool_calls=(call,)
+    )
+    masked = REDACTOR.mask_message(message)
+    assert secret not in masked.model_dump_json()
+    assert masked.parts == message.parts
+    plain = Message(
+        role="assistant",
+        parts=(TextPart(text="s"),),
+        tool_calls=(ToolCall(id="c2", name="f", arguments={"k": "k-" + "a" * 30}),),
+    )
+    assert REDACTOR.mask_message(plain) is plain  # "s" and "k-..." are two strings, not "sk-..."
 
 
 def test_an_invalid_extra_pattern_names_its_index() -> None:
