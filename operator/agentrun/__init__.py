@@ -41,7 +41,7 @@ from agentrun.frontier import (
     PendingCall,
     describe,
 )
-from agentrun.history import HistoryStore
+from agentrun.history import HistoryStore, SegmentForm
 from agentrun.idempotency import (
     Claim,
     ClaimState,
@@ -149,6 +149,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "ScriptedProvider",
+    "SegmentForm",
     "StaleFenceError",
     "StoreUnavailableError",
     "TextPart",

@@ -60,6 +60,7 @@ from agentrun.frontier import Boundary, Checkpoint, decode, encode_message, enco
 from agentrun.history import (
     CONTEXT_BYTES,
     HistoryStore,
+    SegmentForm,
     encode_segment,
     handle_for,
     load_chain,
@@ -78,6 +79,9 @@ class CheckpointPolicy(FrozenModel):
 
     boundaries: frozenset[Boundary] = frozenset(Boundary)
     max_bytes: int = Field(default=DEFAULT_MAX_BYTES, gt=0)
+    segment_form: SegmentForm = SegmentForm.DEFLATE
+    """The form the transcript's segments are written in: ``SegmentForm.ZLIB_JSON`` while a
+    worker of kit 0.1.0 (chart 0.2.0) or earlier may still take a run over."""
 
 
 @dataclass(frozen=True)
@@ -326,13 +330,19 @@ class Checkpointer:
         if self.boundaries is not None and len(chain.recent) + 1 >= COMPACT_AFTER:
             # Everything since the last compacted segment in one, which replaces the others.
             since = self._messages.encoded(checkpoint.messages[chain.base_length :])
-            segment, body = encode_segment(chain.base, since, chain.base_context)
+            segment, body = encode_segment(
+                chain.base, since, chain.base_context, form=self.policy.segment_form
+            )
             context = (chain.base_context + body)[-CONTEXT_BYTES:]
             handle = handle_for(segment)
             grown = _Chain.taken_up(handle, len(checkpoint.messages), context)
             return grown, (grown, segment, chain.recent)
         segment, body = encode_segment(
-            chain.head or None, fresh, chain.context, transient=self.boundaries is not None
+            chain.head or None,
+            fresh,
+            chain.context,
+            transient=self.boundaries is not None,
+            form=self.policy.segment_form,
         )
         handle = handle_for(segment)
         grown = replace(

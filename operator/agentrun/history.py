@@ -27,18 +27,22 @@ digest already proves). The forms written before are read as they were: ``COMPRE
 header naming the previous handle, and a zlib stream of ``{"previous": ..., "messages": [...]}``,
 which names it again) and, older, that JSON alone. A chain may mix them: a run written by an
 older release carries on here, its next segments in the new form. A release before this one
-cannot read the new form (it raises ``HistoryUnavailableError``, "unreadable"): upgrade every
-worker that may take a run over before any of them writes.
+cannot read the new form (it raises ``HistoryUnavailableError``, "unreadable", and the run
+ends ``HistoryUnavailable``), so which form is written is a choice (``SegmentForm``): while
+workers of such a release may still take runs over — a rolling upgrade from it — write
+``SegmentForm.ZLIB_JSON``, which both read; once none is left, the default.
 """
 
 from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from pydantic import Field, TypeAdapter, ValidationError
@@ -58,6 +62,18 @@ COMPRESSED = b"agentrun-segment/zlib\n"
 handle (empty for none), a newline, the dictionary's length in decimal, a newline, and the zlib
 stream of the segment's JSON (``Segment``)."""
 _DIGEST = 32
+
+
+class SegmentForm(StrEnum):
+    """The form segments are written in; every form is read whatever is written."""
+
+    DEFLATE = "deflate"
+    """``SEGMENT``: the previous digest once, raw deflate of the messages. The default."""
+    ZLIB_JSON = "zlib-json"
+    """``COMPRESSED``: the only form releases up to kit 0.1.0 (chart 0.2.0) read; larger (the
+    previous handle twice, in text) and slower to resume."""
+
+
 CONTEXT_BYTES = 32 * 1024
 """How much of the preceding transcript a segment is compressed against: zlib's window, past
 which a preset dictionary is never used."""
@@ -134,6 +150,7 @@ def encode_segment(
     context: bytes = b"",
     *,
     transient: bool = False,
+    form: SegmentForm = SegmentForm.DEFLATE,
 ) -> tuple[bytes, bytes]:
     """The bytes to store for the segment holding ``messages`` (each as ``encode_message``
     writes it) after ``previous`` (its handle is their digest, ``handle_for``, known before it
@@ -146,18 +163,27 @@ def encode_segment(
     for at most 15 boundaries, and for a turn's 4 KB tool result level 6 against 32 KB took
     ~290 µs (the dictionary alone ~60 µs) where this takes ~22 µs, for ~20 % more bytes
     (measured on the booking conversation of ``bench.boundaries``). The header says how much
-    context was used, so a reader needs to know neither.
+    context was used, so a reader needs to know neither. ``form`` is what older releases can
+    read (``SegmentForm``).
     """
     digest = b"" if previous is None else _digest_of(previous)
-    body = b"[" + b",".join(messages) + b"]"
+    array = b"[" + b",".join(messages) + b"]"
     level, window = (1, TRANSIENT_CONTEXT_BYTES) if transient else (6, CONTEXT_BYTES)
     dictionary = context[-window:]
+    if form is SegmentForm.ZLIB_JSON:
+        # ``Segment``'s JSON, as releases that read only this form wrote and validate it.
+        body = b'{"previous":' + json.dumps(previous).encode() + b',"messages":' + array + b"}"
+        header = COMPRESSED + (previous or "").encode() + b"\n" + b"%d\n" % len(dictionary)
+        wbits = 15
+    else:
+        body = array
+        header = SEGMENT + bytes((len(digest),)) + digest + len(dictionary).to_bytes(2, "big")
+        wbits = -15
     compressor = (
-        zlib.compressobj(level, zlib.DEFLATED, -15, zdict=dictionary)
+        zlib.compressobj(level, zlib.DEFLATED, wbits, zdict=dictionary)
         if dictionary
-        else zlib.compressobj(level, zlib.DEFLATED, -15)
+        else zlib.compressobj(level, zlib.DEFLATED, wbits)
     )
-    header = SEGMENT + bytes((len(digest),)) + digest + len(dictionary).to_bytes(2, "big")
     return header + compressor.compress(body) + compressor.flush(), body
 
 

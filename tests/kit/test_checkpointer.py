@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 import json
+import zlib
+from collections.abc import Mapping
 
 import pytest
 
@@ -29,7 +31,15 @@ from agentrun.frontier import (
     encode_message,
     encode_spliced,
 )
-from agentrun.history import Segment, decode_segment, handle_for, load_chain, previous_of
+from agentrun.history import (
+    COMPRESSED,
+    Segment,
+    SegmentForm,
+    decode_segment,
+    handle_for,
+    load_chain,
+    previous_of,
+)
 from agentrun.messages import Message
 from agentrun.redaction import Redactor
 from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
@@ -504,3 +514,51 @@ async def test_what_is_remembered_goes_with_the_messages(backend: MemoryBackend)
     del talk
     gc.collect()
     assert len(checkpointer._messages) == 0
+
+
+def _as_kit_0_1_reads_it(stored: Mapping[str, bytes], head: str) -> tuple[Message, ...]:
+    """The transcript ending at ``head`` read as kit 0.1.0 (chart 0.2.0) read one: it knows
+    only ``COMPRESSED`` segments (a text header, a zlib stream of ``Segment``'s JSON) and
+    validates each with ``Segment`` (extra fields forbidden)."""
+    chain: list[bytes] = []
+    cursor: str | None = head
+    while cursor is not None:
+        segment = stored[cursor]
+        assert segment.startswith(COMPRESSED), "a segment kit 0.1.0 cannot read"
+        chain.append(segment)
+        cursor = segment[len(COMPRESSED) :].split(b"\n", 1)[0].decode() or None
+    messages: list[Message] = []
+    context = b""
+    for segment in reversed(chain):
+        _, length, compressed = segment[len(COMPRESSED) :].split(b"\n", 2)
+        used = int(length)
+        inflate = zlib.decompressobj(zdict=context[-used:]) if used else zlib.decompressobj()
+        body = inflate.decompress(compressed) + inflate.flush()
+        messages.extend(Segment.model_validate_json(body).messages)
+        context += body
+    return tuple(messages)
+
+
+async def test_in_the_zlib_json_form_kit_0_1_can_take_the_run_over(
+    backend: MemoryBackend,
+) -> None:
+    """A rolling upgrade from kit 0.1.0 leaves its replicas taking runs over for a while; they
+    end a run whose segments they cannot read (``HistoryUnavailable``). Written in
+    ``SegmentForm.ZLIB_JSON`` — compacted and transient segments alike — every frontier's
+    transcript reads as that release reads it."""
+    policy = CheckpointPolicy(segment_form=SegmentForm.ZLIB_JSON)
+    writer = Checkpointer(
+        backend.checkpoints, policy, history=backend.history, boundaries=backend.boundaries
+    )
+    messages: tuple[Message, ...] = ()
+    for turn in range(2 * COMPACT_AFTER + 3):
+        messages += conversation(1, start=turn)
+        assert await writer.write(frontier(messages=messages, iteration=turn)), writer.last_error
+        latest = await writer.latest(TENANT, RUN)
+        assert latest is not None
+        assert latest.history_handle is not None
+        stored = await backend.history.fetch_all(TENANT, RUN)
+        assert _as_kit_0_1_reads_it(stored, latest.history_handle) == messages
+    final = await Checkpointer(backend.checkpoints, history=backend.history).latest(TENANT, RUN)
+    assert final is not None
+    assert await writer.transcript(final) == messages  # and this release reads it as well

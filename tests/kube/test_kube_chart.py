@@ -267,6 +267,7 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         ({"tracing": {"headersSecret": {"nam": "otlp"}}}, "Additional property nam"),
         ({"tracing": {"sampleRatio": 1.5}}, "tracing.sampleRatio"),
         ({"maxActiveRunsPerReplica": -1}, "maxActiveRunsPerReplica"),
+        ({"segmentForm": "zlib"}, "segmentForm"),
     ],
     ids=[
         "top-level",
@@ -292,6 +293,7 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         "tracing-headers-secret",
         "tracing-sample-ratio",
         "max-active-runs",
+        "segment-form",
     ],
 )
 def test_values_with_a_typo_are_rejected_by_the_schema(
@@ -587,6 +589,19 @@ def test_the_limit_on_runs_a_replica_drives_reaches_the_operator(
 
     assert limit() == "0"
     assert limit("--set", "maxActiveRunsPerReplica=250") == "250"
+
+
+def test_the_segment_form_reaches_the_operator(kube: Kube, helm: str, kube_version: str) -> None:
+    """``segmentForm`` is AGENTRUN_SEGMENT_FORM: deflate by default, zlib-json for an upgrade
+    from a release that reads only that."""
+
+    def form(*values: str) -> object:
+        (deployment,) = by_kind(render(kube, helm, kube_version, *values), "Deployment")
+        env = {e["name"]: e.get("value") for e in container_of(deployment)["env"]}
+        return env["AGENTRUN_SEGMENT_FORM"]
+
+    assert form() == "deflate"
+    assert form("--set", "segmentForm=zlib-json") == "zlib-json"
 
 
 def test_a_budget_with_both_bounds_is_refused(kube: Kube, helm: str, kube_version: str) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from agentrun.checkpointing import CheckpointPolicy
 from agentrun.frontier import Boundary
+from agentrun.history import SegmentForm
 from agentrun.operator.config import OperatorConfig
 from agentrun.operator.policies import checkpoint_policy, lease_policy
 from agentrun.operator.resource import AgentRunSpec
@@ -18,12 +19,17 @@ def spec(**fields: object) -> AgentRunSpec:
 
 
 def test_an_empty_spec_takes_the_kit_defaults_for_checkpoints() -> None:
-    assert checkpoint_policy(spec()) == CheckpointPolicy()
+    assert checkpoint_policy(spec(), CONFIG) == CheckpointPolicy()
+
+
+def test_the_segment_form_is_the_operators_setting() -> None:
+    older = CONFIG.model_copy(update={"segment_form": SegmentForm.ZLIB_JSON})
+    assert checkpoint_policy(spec(), older).segment_form is SegmentForm.ZLIB_JSON
 
 
 def test_the_spec_picks_boundaries_and_the_cap() -> None:
     policy = checkpoint_policy(
-        spec(checkpointPolicy={"boundaries": ["after_tool_result"], "maxBytes": 4096})
+        spec(checkpointPolicy={"boundaries": ["after_tool_result"], "maxBytes": 4096}), CONFIG
     )
     assert policy.boundaries == frozenset({Boundary.AFTER_TOOL_RESULT})
     assert policy.max_bytes == 4096

@@ -9,6 +9,7 @@ import secrets
 from pydantic import Field
 
 from agentrun._base import FrozenModel
+from agentrun.history import SegmentForm
 from agentrun.operator.kube_secrets import DEFAULT_MAX_AGE
 from agentrun.operator.resource import CONTROLLER_PATTERN
 
@@ -33,6 +34,9 @@ class OperatorConfig(FrozenModel):
     secret_max_age: float = Field(default=DEFAULT_MAX_AGE, ge=0)
     """Seconds a Secret read is used for before it is read again, 0 at every request
     (``kube_secrets``)."""
+    segment_form: SegmentForm = SegmentForm.DEFLATE
+    """The form transcript segments are written in (``SegmentForm``): ``zlib-json`` while
+    replicas of chart 0.2.0 or earlier may still take runs over."""
 
     @classmethod
     def from_environment(cls) -> OperatorConfig:
@@ -66,4 +70,19 @@ class OperatorConfig(FrozenModel):
             kube_threads=int(os.environ.get("AGENTRUN_KUBE_THREADS", "32")),
             max_active_runs=int(os.environ.get("AGENTRUN_MAX_ACTIVE_RUNS", "0")),
             secret_max_age=float(os.environ.get("AGENTRUN_SECRET_MAX_AGE", str(DEFAULT_MAX_AGE))),
+            segment_form=_segment_form(os.environ.get("AGENTRUN_SEGMENT_FORM")),
         )
+
+
+def _segment_form(given: str | None) -> SegmentForm:
+    if not given:
+        return SegmentForm.DEFLATE
+    try:
+        return SegmentForm(given)
+    except ValueError:
+        from agentrun.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"AGENTRUN_SEGMENT_FORM={given!r} is not a segment form: use "
+            f"{' or '.join(form.value for form in SegmentForm)} (the chart's segmentForm sets it)"
+        ) from None

@@ -1,6 +1,7 @@
 """An AgentRun's spec turned into the kit's policies: where to checkpoint, how to hold the lease.
 
-What the spec leaves out falls back to the kit's defaults for checkpoints and to the operator's
+What the spec leaves out falls back to the kit's defaults for checkpoints (the form of the
+transcript's segments is the operator's setting, the chart's ``segmentForm``) and to the operator's
 settings for leases (the Helm chart's ``leaseTTL``), renewed within a third of the TTL unless the
 settings renew earlier: a holder must get more than one try at renewing before its lease lapses.
 """
@@ -16,13 +17,14 @@ from agentrun.operator.resource import AgentRunSpec, CheckpointPolicySpec, Lease
 DEFAULT_CHECKPOINTS = CheckpointPolicy()
 
 
-def checkpoint_policy(spec: AgentRunSpec) -> CheckpointPolicy:
+def checkpoint_policy(spec: AgentRunSpec, config: OperatorConfig) -> CheckpointPolicy:
     declared = spec.checkpoint_policy or CheckpointPolicySpec()
     return CheckpointPolicy(
         boundaries=frozenset(Boundary(b) for b in declared.boundaries)
         if declared.boundaries
         else DEFAULT_CHECKPOINTS.boundaries,
         max_bytes=declared.max_bytes or DEFAULT_CHECKPOINTS.max_bytes,
+        segment_form=config.segment_form,
     )
 
 

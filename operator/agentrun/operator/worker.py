@@ -259,7 +259,7 @@ class RunWorker:
         return AgentRunner.on_backend(
             self.context.backend,
             registered,
-            checkpoint_policy=checkpoint_policy(spec),
+            checkpoint_policy=checkpoint_policy(spec, config),
             lease_policy=lease_policy(spec, config),
             holder=config.worker_id,
             on_boundary=self.report.at_boundary,

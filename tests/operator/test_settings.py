@@ -1,0 +1,37 @@
+"""How many Kubernetes calls a replica has in flight is a setting (``AGENTRUN_KUBE_THREADS``), and
+so is the form transcript segments are written in (``AGENTRUN_SEGMENT_FORM``).
+
+``make bench-agents`` shows why: with hundreds of runs in flight, 32 threads make status writes
+wait for a thread, and a replica on a faster API server is served by more.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from agentrun.errors import ConfigurationError
+from agentrun.history import SegmentForm
+from agentrun.operator.config import OperatorConfig
+
+
+def test_the_pool_is_32_threads_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTRUN_STORE_URL", "memory://")
+    monkeypatch.delenv("AGENTRUN_KUBE_THREADS", raising=False)
+    assert OperatorConfig.from_environment().kube_threads == 32
+    monkeypatch.setenv("AGENTRUN_KUBE_THREADS", "128")
+    assert OperatorConfig.from_environment().kube_threads == 128
+    monkeypatch.setenv("AGENTRUN_KUBE_THREADS", "0")
+    with pytest.raises(ValidationError, match="kube_threads"):
+        OperatorConfig.from_environment()
+
+
+def test_the_segment_form_is_deflate_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTRUN_STORE_URL", "memory://")
+    monkeypatch.delenv("AGENTRUN_SEGMENT_FORM", raising=False)
+    assert OperatorConfig.from_environment().segment_form is SegmentForm.DEFLATE
+    monkeypatch.setenv("AGENTRUN_SEGMENT_FORM", "zlib-json")
+    assert OperatorConfig.from_environment().segment_form is SegmentForm.ZLIB_JSON
+    monkeypatch.setenv("AGENTRUN_SEGMENT_FORM", "zlib")
+    with pytest.raises(ConfigurationError, match=r"AGENTRUN_SEGMENT_FORM='zlib'.*zlib-json"):
+        OperatorConfig.from_environment()
