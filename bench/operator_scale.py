@@ -663,7 +663,9 @@ def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, arg
     else:
         usage = Usage.start(bench)
     peak = {name: 0 for name in bench.replicas}
-    with Watcher(bench, namespace, succeeded) as watcher:
+    with Watcher(bench, namespace, succeeded) as watcher, contextlib.ExitStack() as profiling:
+        if not args.queued:
+            profiling.enter_context(profiled(bench, args.profile))
         began = time.monotonic()
         if args.create == "post":
             post_runs(bench, namespace, count, "quick", args.appliers)
@@ -675,13 +677,14 @@ def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, arg
             for name in REPLICAS:
                 bench.start_replica(name)
             usage = Usage.start(bench, fresh=REPLICAS)
+            profiling.enter_context(profiled(bench, args.profile))
 
         def sample() -> None:
             for name, replica in bench.replicas.items():
                 peak[name] = max(peak[name], rss_kib(replica.process.pid))
 
-        with profiled(bench, args.profile):
-            watcher.wait(count, began + args.budget, f"{count} runs", sample)
+        watcher.wait(count, began + args.budget, f"{count} runs", sample)
+        profiling.close()
         wall = time.monotonic() - began
         with watcher.lock:
             runs = list(watcher.runs.values())
