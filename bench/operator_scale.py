@@ -618,15 +618,37 @@ def percentile(values: Sequence[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
+APISERVER_PROFILE = 30
+"""Seconds of kube-apiserver's CPU profile ``--profile`` takes, from the phase's start."""
+
+
+def profile_apiserver(plane: ControlPlane, path: Path) -> None:
+    """kube-apiserver's CPU profile (Go pprof, ``go tool pprof -top`` reads it) of the next
+    ``APISERVER_PROFILE`` seconds, into ``path``."""
+    context = ssl.create_default_context(cafile=str(plane.workdir / "certs" / "ca.crt"))
+    url = f"{plane.server}/debug/pprof/profile?seconds={APISERVER_PROFILE}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {plane.token}"})
+    with urllib.request.urlopen(request, timeout=APISERVER_PROFILE + 30, context=context) as got:
+        path.write_bytes(got.read())
+
+
 @contextlib.contextmanager
 def profiled(bench: Bench, folder: str | None) -> Iterator[None]:
     """With ``folder``, ``py-spy record --gil`` of every replica meanwhile, as collapsed stacks
     (``folder/<replica>.txt``: one line a stack and its samples, what flame graphs are drawn
-    from); the samples are those holding the GIL, where a replica spends its CPU."""
+    from; the samples are those holding the GIL, where a replica spends its CPU), and the first
+    ``APISERVER_PROFILE`` seconds of kube-apiserver's (``folder/kube-apiserver.pprof``)."""
     if folder is None:
         yield
         return
+    assert bench.plane is not None
     Path(folder).mkdir(parents=True, exist_ok=True)
+    apiserver = threading.Thread(
+        target=profile_apiserver,
+        args=(bench.plane, Path(folder) / "kube-apiserver.pprof"),
+        daemon=True,
+    )
+    apiserver.start()
     spy = str(Path(sys.executable).with_name("py-spy"))
     options = ("record", "--gil", "--nonblocking", "--rate", "50", "--format", "raw")
     recorders = [
@@ -644,6 +666,7 @@ def profiled(bench: Bench, folder: str | None) -> Iterator[None]:
             recorder.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
         for recorder in recorders:
             recorder.wait(timeout=60)
+        apiserver.join(timeout=APISERVER_PROFILE + 30)
 
 
 def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, args: Any) -> None:
