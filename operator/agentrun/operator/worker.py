@@ -125,10 +125,30 @@ class RunWorker:
         view of it, once it differs from ``run`` (the change that made the patch fail is on its
         way: at most a poll interval is waited for it); else, or if that too was rejected, the
         object as read."""
+        return await self._seen_within(run, attempt, self.context.config.poll_interval)
+
+    async def _claim_seen_again(
+        self, run: Mapping[str, Any], attempt: int
+    ) -> Mapping[str, Any] | None:
+        """``_seen_again`` after a rejected claim, waiting for the watch up to a lease TTL: a
+        claim is refused because another landed first, and the run is then the claimer's to
+        start (``_let_the_claimer_start`` waits as long), so nothing is late for the wait. A
+        busy replica's watch brings that claim more than a poll interval later, and the read
+        that followed cost a ``GET`` for nearly every run (0.8 a run at 1,000 runs)."""
+        return await self._seen_within(run, attempt, self.context.config.lease_ttl)
+
+    async def _seen_within(
+        self, run: Mapping[str, Any], attempt: int, patience: float
+    ) -> Mapping[str, Any] | None:
         seen = run["metadata"].get("resourceVersion")
         if attempt == 0:
-            if self.body["metadata"].get("resourceVersion") == seen:
-                await self.news.next(self.context.config.poll_interval)
+            deadline = time.monotonic() + patience
+            while (
+                self.body["metadata"].get("resourceVersion") == seen
+                and not self.news.gone
+                and time.monotonic() < deadline
+            ):
+                await self.news.next(deadline - time.monotonic())
             if self.news.gone:
                 return None
             if self.body["metadata"].get("resourceVersion") != seen:
@@ -137,7 +157,7 @@ class RunWorker:
 
     async def _work(self) -> None:
         controller = self.context.config.controller_name
-        claimed = await claim(self.context.api, self.body, controller, self._seen_again)
+        claimed = await claim(self.context.api, self.body, controller, self._claim_seen_again)
         if claimed.owner != controller:
             if claimed.owner is not None:
                 notice(
