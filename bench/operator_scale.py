@@ -650,6 +650,8 @@ def profiled(bench: Bench, folder: str | None) -> Iterator[None]:
     )
     apiserver.start()
     spy = str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        raise RuntimeError(f"--profile needs py-spy beside {sys.executable}: run `make deps`")
     options = ("record", "--gil", "--nonblocking", "--rate", "50", "--format", "raw")
     recorders = [
         subprocess.Popen(
