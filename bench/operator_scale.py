@@ -642,6 +642,9 @@ def profiled(bench: Bench, folder: str | None) -> Iterator[None]:
         yield
         return
     assert bench.plane is not None
+    spy = str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        raise RuntimeError(f"--profile needs py-spy beside {sys.executable}: run `make deps`")
     Path(folder).mkdir(parents=True, exist_ok=True)
     apiserver = threading.Thread(
         target=profile_apiserver,
@@ -649,9 +652,6 @@ def profiled(bench: Bench, folder: str | None) -> Iterator[None]:
         daemon=True,
     )
     apiserver.start()
-    spy = str(Path(sys.executable).with_name("py-spy"))
-    if not Path(spy).exists():
-        raise RuntimeError(f"--profile needs py-spy beside {sys.executable}: run `make deps`")
     options = ("record", "--gil", "--nonblocking", "--rate", "50", "--format", "raw")
     recorders = [
         subprocess.Popen(
