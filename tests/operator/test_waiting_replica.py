@@ -50,9 +50,9 @@ class Counted:
         return await self.held(tenant, run_id)
 
 
-def _worker(backend: Backend, body: dict[str, Any], news: News) -> RunWorker:
+def _worker(backend: Backend, body: dict[str, Any], news: News, poll: float = POLL) -> RunWorker:
     config = OperatorConfig(
-        store_url=backend.url, worker_id="replica-b", metrics_port=0, poll_interval=POLL
+        store_url=backend.url, worker_id="replica-b", metrics_port=0, poll_interval=poll
     )
     api = KubeApi(client.ApiClient(), threads=1)  # asked nothing: the test would fail on it
     context = OperatorContext(
@@ -119,3 +119,27 @@ async def test_a_run_shown_over_ends_the_wait_at_once(tmp_path: Path) -> None:
         finished = {"type": "Succeeded", "status": "True", "reason": "Completed"}
         _event(body, news, {**held, "conditions": [finished]})
         await asyncio.wait_for(waiting, timeout=1)
+
+
+async def test_while_nothing_changes_the_waiting_replica_asks_less_and_less_often(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The poll is the net for a holder that let go while its last status write failed; a long
+    run's waiting replica asks after a poll interval, then twice as long each time."""
+    async with await open_backend(f"sqlite:///{tmp_path / 'state.db'}") as backend:
+        lease = await backend.leases.acquire(TENANT, RUN_ID, "replica-a", ttl=60)
+        held = {"lease": {"holder": "replica-a", "fence": lease.fence}}
+        body: dict[str, Any] = {
+            "metadata": {"namespace": TENANT, "name": "run", "uid": RUN_ID},
+            "spec": {"agent": "quick", "input": "go"},
+            "status": dict(held),
+        }
+        news = News()
+        counting = Counted(backend.leases.held)
+        monkeypatch.setattr(backend.leases, "held", counting)
+        waiting = asyncio.create_task(_worker(backend, body, news, poll=0.1)._wait_for_lease())
+        await asyncio.sleep(1.6)  # asks at 0, 0.1, 0.3, 0.7 and 1.5 s; every 0.1 s was 16
+        assert 3 <= counting.asked <= 6
+        # The holder let go, and its last status write never showed: the net finds it.
+        await backend.leases.release(lease)
+        await asyncio.wait_for(waiting, timeout=5)
