@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -454,6 +455,16 @@ class Usage:
         cpu = {name: 0.0 if name in fresh else cpu_seconds(pid) for name, pid in pids.items()}
         return cls(bench, pids, cpu, cls._own(), bench.requests(), time.monotonic())
 
+    def joined(self, fresh: Iterable[str]) -> Usage:
+        """The same usage, with the ``fresh`` processes (started since ``start``: replicas
+        started again) counted from their start."""
+        started = {name: pid for name, pid in self.bench.pids().items() if name in fresh}
+        return dataclasses.replace(
+            self,
+            pids={**self.pids, **started},
+            cpu={**self.cpu, **dict.fromkeys(started, 0.0)},
+        )
+
     def stop(self) -> tuple[float, dict[str, float], Counter[str]]:
         """Wall seconds, CPU seconds by process and API requests since ``start``, taken now
         (while the ``extra`` processes live: a process gone reads as no CPU)."""
@@ -697,11 +708,12 @@ def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, arg
         else:
             kubectl_apply_runs(bench, namespace, count, "quick", args.appliers, args.budget)
         applied = time.monotonic() - began
-        if args.queued:
-            began = time.monotonic()
+        if args.queued:  # from here: the servers now, the replicas from their start
+            usage = Usage.start(bench)
+            began = usage.began
             for name in REPLICAS:
                 bench.start_replica(name)
-            usage = Usage.start(bench, fresh=REPLICAS)
+            usage = usage.joined(REPLICAS)
             profiling.enter_context(profiled(bench, args.profile))
 
         def sample() -> None:
