@@ -10,11 +10,13 @@
 2. **takeover** — a run mid-way through a slow read-only step, its holder SIGKILLed: the time
    until the new fence is visible in ``.status.lease``, with the lease TTL the run asked for
    and what the store said was left of the dead holder's lease at the kill;
-3. **throughput** — N AgentRuns created by ``--appliers`` concurrent ``kubectl apply
-   --server-side`` of multi-document manifests (one kubectl creates one object at a time, slower
-   than the operator now takes runs up), timed from the apply to the last ``Succeeded=True``,
-   for each N of ``--runs``; beside it, the CPU seconds each process spent and the API requests
-   per run by verb, which say where the time goes.
+3. **throughput** — N AgentRuns created by ``--appliers`` concurrent ``POST``s from this
+   process (``--create kubectl``: as many ``kubectl apply --server-side``, each creating one
+   object at a time, waiting on a loaded API server's answer: they bounded the figure), timed
+   from the first create to the last ``Succeeded=True``, for each N of ``--runs``; with
+   ``--queued``, created while the replicas are stopped and timed from their start, which
+   leaves the creation out altogether. Beside it, the CPU each process spent, in seconds and
+   in milliseconds a run, and the API requests per run by verb, which say where the time goes.
 
 It is a command, never a test: timings on a shared 2-core machine are evidence to read, not a
 threshold to assert. Every process it starts is stopped by its pid, on success, failure or
@@ -26,8 +28,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import json
 import os
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
@@ -43,6 +48,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, cast
 
+import aiohttp
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
@@ -368,6 +374,60 @@ def manifest(
     )
 
 
+def run_object(name: str, agent: str) -> dict[str, Any]:
+    """The AgentRun ``manifest`` writes for ``name``, as the API server takes it in a POST."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AgentRun",
+        "metadata": {"name": name},
+        "spec": {"agent": agent, "input": "go"},
+    }
+
+
+async def _post_all(
+    plane: ControlPlane, namespace: str, bodies: Sequence[bytes], concurrency: int
+) -> None:
+    url = f"{plane.server}/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+    context = ssl.create_default_context(cafile=str(plane.workdir / "certs" / "ca.crt"))
+    headers = {"Authorization": f"Bearer {plane.token}", "Content-Type": "application/json"}
+    queue = iter(bodies)
+    connector = aiohttp.TCPConnector(ssl=context, limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
+
+        async def poster() -> None:
+            for body in queue:  # one shared iterator: each body is taken by one poster
+                async with session.post(url, data=body) as response:
+                    if response.status != 201:
+                        raise RuntimeError(f"POST {url}: {response.status} {await response.text()}")
+
+        await asyncio.gather(*(poster() for _ in range(concurrency)))
+
+
+def post_runs(bench: Bench, namespace: str, count: int, agent: str, concurrency: int) -> None:
+    """``count`` runs named as ``manifest`` names them, created by ``concurrency`` concurrent
+    POSTs of ready-made JSON from this process: a client that costs the machine a fraction of
+    what the operator does per run, so the phase measures the operator, not the creator."""
+    assert bench.plane is not None
+    bodies = [json.dumps(run_object(f"run-{index:05d}", agent)).encode() for index in range(count)]
+    asyncio.run(_post_all(bench.plane, namespace, bodies, concurrency))
+
+
+def kubectl_apply_runs(
+    bench: Bench, namespace: str, count: int, agent: str, appliers: int, timeout: float
+) -> None:
+    """The same runs by ``appliers`` concurrent ``kubectl apply --server-side``s (one kubectl
+    creates one object at a time)."""
+    with ThreadPoolExecutor(appliers) as pool:
+        parts = [
+            manifest("run", count, agent, indexes=range(part, count, appliers))
+            for part in range(appliers)
+        ]
+        command = ("apply", "--server-side", "-n", namespace, "-f", "-")
+        applies = [pool.submit(bench.kubectl, *command, stdin=p, timeout=timeout) for p in parts]
+        for apply in applies:
+            apply.result()
+
+
 @dataclass
 class Usage:
     """The CPU seconds of every process and the API requests by verb, from ``start`` to
@@ -395,6 +455,16 @@ class Usage:
         cpu = {name: 0.0 if name in fresh else cpu_seconds(pid) for name, pid in pids.items()}
         return cls(bench, pids, cpu, cls._own(), bench.requests(), time.monotonic())
 
+    def joined(self, fresh: Iterable[str]) -> Usage:
+        """The same usage, with the ``fresh`` processes (started since ``start``: replicas
+        started again) counted from their start."""
+        started = {name: pid for name, pid in self.bench.pids().items() if name in fresh}
+        return dataclasses.replace(
+            self,
+            pids={**self.pids, **started},
+            cpu={**self.cpu, **dict.fromkeys(started, 0.0)},
+        )
+
     def stop(self) -> tuple[float, dict[str, float], Counter[str]]:
         """Wall seconds, CPU seconds by process and API requests since ``start``, taken now
         (while the ``extra`` processes live: a process gone reads as no CPU)."""
@@ -412,13 +482,18 @@ class Usage:
         """Two rows: CPU seconds by process, and API requests per run (of ``count``), from
         ``spent`` (what ``stop`` took) or from now."""
         wall, cpu, requests = spent or self.stop()
+        by_cost = sorted(cpu.items(), key=lambda i: -i[1])
         table.add(
             f"{label}: CPU seconds in {wall:.0f} s wall",
             f"{sum(cpu.values()):.0f} s",
-            ", ".join(
-                f"{name} {seconds:.0f}"
-                for name, seconds in sorted(cpu.items(), key=lambda i: -i[1])
-            ),
+            ", ".join(f"{name} {seconds:.0f}" for name, seconds in by_cost),
+        )
+        table.add(
+            f"{label}: CPU-ms per run",
+            f"{sum(cpu.values()) * 1000 / count:.0f} ms",
+            ", ".join(f"{name} {seconds * 1000 / count:.1f}" for name, seconds in by_cost)
+            + f"; {os.cpu_count()} idle cores would do "
+            f"{(os.cpu_count() or 1) * count / max(sum(cpu.values()), 1e-9):.1f} runs/s",
         )
         interesting = [(k, v) for k, v in requests.most_common() if v >= count // 2]
         table.add(
@@ -554,32 +629,99 @@ def percentile(values: Sequence[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def phase_throughput(
-    bench: Bench, table: Table, count: int, namespace: str, budget: float, appliers: int
-) -> None:
-    print(f"throughput: {count} runs of agent quick, {appliers} kubectl applies", flush=True)
-    usage = Usage.start(bench)
+APISERVER_PROFILE = 30
+"""Seconds of kube-apiserver's CPU profile ``--profile`` takes, from the phase's start."""
+
+
+def profile_apiserver(plane: ControlPlane, path: Path) -> None:
+    """kube-apiserver's CPU profile (Go pprof, ``go tool pprof -top`` reads it) of the next
+    ``APISERVER_PROFILE`` seconds, into ``path``."""
+    context = ssl.create_default_context(cafile=str(plane.workdir / "certs" / "ca.crt"))
+    url = f"{plane.server}/debug/pprof/profile?seconds={APISERVER_PROFILE}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {plane.token}"})
+    with urllib.request.urlopen(request, timeout=APISERVER_PROFILE + 30, context=context) as got:
+        path.write_bytes(got.read())
+
+
+@contextlib.contextmanager
+def profiled(bench: Bench, folder: str | None) -> Iterator[None]:
+    """With ``folder``, ``py-spy record --gil`` of every replica meanwhile, as collapsed stacks
+    (``folder/<replica>.txt``: one line a stack and its samples, what flame graphs are drawn
+    from; the samples are those holding the GIL, where a replica spends its CPU), and the first
+    ``APISERVER_PROFILE`` seconds of kube-apiserver's (``folder/kube-apiserver.pprof``)."""
+    if folder is None:
+        yield
+        return
+    assert bench.plane is not None
+    spy = str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        raise RuntimeError(f"--profile needs py-spy beside {sys.executable}: run `make deps`")
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    apiserver = threading.Thread(
+        target=profile_apiserver,
+        args=(bench.plane, Path(folder) / "kube-apiserver.pprof"),
+        daemon=True,
+    )
+    apiserver.start()
+    options = ("record", "--gil", "--nonblocking", "--rate", "50", "--format", "raw")
+    recorders = [
+        subprocess.Popen(
+            [spy, *options, "--pid", str(replica.process.pid), "--output", f"{folder}/{name}.txt"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, replica in bench.replicas.items()
+    ]
+    try:
+        yield
+    finally:
+        for recorder in recorders:
+            recorder.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        for recorder in recorders:
+            recorder.wait(timeout=60)
+        apiserver.join(timeout=APISERVER_PROFILE + 30)
+
+
+def phase_throughput(bench: Bench, table: Table, count: int, namespace: str, args: Any) -> None:
+    """``count`` runs of ``quick``, created as ``args`` says (``--create``, ``--appliers``,
+    ``--queued``), timed to the last ``Succeeded=True``."""
+    creator = f"{args.appliers} concurrent " + (
+        "POSTs" if args.create == "post" else "kubectl applies"
+    )
+    print(
+        f"throughput: {count} runs of agent quick, {creator}"
+        + (", replicas stopped meanwhile" if args.queued else ""),
+        flush=True,
+    )
+    if args.queued:  # the runs wait in the API server while no replica runs
+        for replica in bench.replicas.values():
+            replica.stop()
+    else:
+        usage = Usage.start(bench)
     peak = {name: 0 for name in bench.replicas}
-    with Watcher(bench, namespace, succeeded) as watcher:
+    with Watcher(bench, namespace, succeeded) as watcher, contextlib.ExitStack() as profiling:
+        if not args.queued:
+            profiling.enter_context(profiled(bench, args.profile))
         began = time.monotonic()
-        with ThreadPoolExecutor(appliers) as pool:  # kubectl applies one object at a time
-            parts = [
-                manifest("run", count, "quick", indexes=range(part, count, appliers))
-                for part in range(appliers)
-            ]
-            command = ("apply", "--server-side", "-n", namespace, "-f", "-")
-            applies = [
-                pool.submit(bench.kubectl, *command, stdin=part, timeout=budget) for part in parts
-            ]
-            for apply in applies:
-                apply.result()
+        if args.create == "post":
+            post_runs(bench, namespace, count, "quick", args.appliers)
+        else:
+            kubectl_apply_runs(bench, namespace, count, "quick", args.appliers, args.budget)
         applied = time.monotonic() - began
+        if args.queued:  # from here: the servers now, the replicas from their start
+            usage = Usage.start(bench)
+            began = usage.began
+            for name in REPLICAS:
+                bench.start_replica(name)
+            usage = usage.joined(REPLICAS)
+            profiling.enter_context(profiled(bench, args.profile))
 
         def sample() -> None:
             for name, replica in bench.replicas.items():
                 peak[name] = max(peak[name], rss_kib(replica.process.pid))
 
-        watcher.wait(count, began + budget, f"{count} runs", sample)
+        watcher.wait(count, began + args.budget, f"{count} runs", sample)
+        profiling.close()
         wall = time.monotonic() - began
         with watcher.lock:
             runs = list(watcher.runs.values())
@@ -587,11 +729,11 @@ def phase_throughput(
     failed = Counter(r.outcome for r in runs if r.ended is not None and r.outcome != "ok")
     finished_at = sorted(r.ended - began for r in done if r.ended is not None)
     end = finished_at[-1] if len(done) == count else wall
-    reached = "" if len(done) == count else f" (stopped at {budget:.0f} s)"
+    reached = "" if len(done) == count else f" (stopped at {args.budget:.0f} s)"
     table.add(
-        f"{count} runs: apply -> all Succeeded",
+        f"{count} runs: {'replicas started' if args.queued else 'created'} -> all Succeeded",
         f"{len(done) / end:.1f} runs/s",
-        f"{len(done)}/{count} done in {end:.1f} s{reached}; apply took {applied:.1f} s"
+        f"{len(done)}/{count} done in {end:.1f} s{reached}; {creator} took {applied:.1f} s"
         + (f"; failed {dict(failed)}" if failed else ""),
     )
     if finished_at:
@@ -673,9 +815,7 @@ def run(args: argparse.Namespace) -> None:
             if args.takeovers:
                 phase_takeover(bench, table, args.takeovers, args.ttl, namespaces["takeover"])
             for count in counts:
-                phase_throughput(
-                    bench, table, count, namespaces[str(count)], args.budget, args.appliers
-                )
+                phase_throughput(bench, table, count, namespaces[str(count)], args)
         finally:
             if table.rows:
                 table.notes.append(
@@ -710,11 +850,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--memory-runs", type=int, default=100, help="runs parked for the memory phase, 0 to skip"
     )
     parser.add_argument(
+        "--create",
+        choices=["post", "kubectl"],
+        default="post",
+        help="how the runs are created: POSTs of JSON from this process (post, the default), "
+        "or kubectl apply --server-side (kubectl: one object at a time each, which bounds "
+        "the figure)",
+    )
+    parser.add_argument(
         "--appliers",
         type=int,
-        default=4,
-        help="concurrent kubectl applies that create the runs (4): one creates one run at a "
-        "time, slower than the operator takes them up",
+        default=8,
+        help="concurrent creators (8): POSTs in flight, or kubectl processes",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="FOLDER",
+        help="py-spy record (GIL samples, collapsed stacks) of each replica during the "
+        "throughput phases, into FOLDER/<replica>.txt",
+    )
+    parser.add_argument(
+        "--queued",
+        action="store_true",
+        help="create the runs while the replicas are stopped and time from their start "
+        "(replicas started -> all Succeeded), which leaves the creation out of the figure",
     )
     return command(run, parser, argv)
 

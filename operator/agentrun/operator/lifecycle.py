@@ -9,7 +9,8 @@ status writers take it from the backend, events (``events.mask_with``) and the l
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 import kopf
 
@@ -40,6 +41,25 @@ def mask_the_log(masker: Masker) -> None:
         handler.addFilter(MaskingFilter(masker))
 
 
+class EssenceStorage(kopf.AnnotationsDiffBaseStorage):
+    """kopf's diff base ("essence": the spec, labels and annotations it compares events by),
+    built without first copying what it then throws away. kopf builds it at every watch event
+    of every object, for both replicas, by deep-copying the whole body (status and
+    ``managedFields`` included) and deleting all but the essence: a twentieth of a replica's CPU
+    at 1,000 runs. The same essence, from a body that holds only what it keeps (and what kopf's
+    keys are named from)."""
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
+    ) -> kopf.BodyEssence:
+        if extra_fields:  # fields picked from anywhere in the body: kopf's own way
+            return super().build(body=body, extra_fields=extra_fields)
+        meta = body.get("metadata") or {}
+        kept = {k: meta[k] for k in ("labels", "annotations", "ownerReferences") if k in meta}
+        essential = {k: v for k, v in body.items() if k not in ("metadata", "status")}
+        return super().build(body=kopf.Body(cast(kopf.RawBody, {**essential, "metadata": kept})))
+
+
 def daemon_finalizer(controller: str) -> str:
     """kopf's finalizer for this install's Agents (their probe timers), one per controller name:
     two installs would otherwise take turns adding and removing it. Runs carry none (``main``):
@@ -56,7 +76,7 @@ async def start(
     # events a person reads are the ones this operator posts on purpose.
     settings.persistence.finalizer = daemon_finalizer(config.controller_name)
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="agentrun.dev")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = EssenceStorage(
         prefix="agentrun.dev", key="last-handled-configuration"
     )
     settings.posting.level = logging.ERROR

@@ -77,19 +77,28 @@ class Metrics:
             registry=r,
         )
         self._reasons: dict[str, str] = {}
+        self._counts: dict[str, int] = {}
 
     def run_is(self, uid: str, reason: str | None) -> None:
-        """Record the run's current reason (None: it is gone) and refresh the gauge."""
-        if reason is None:
-            self._reasons.pop(uid, None)
-        else:
+        """Record the run's current reason (None: it is gone) and move it between the gauge's
+        reasons. Called at every watch event of every run, so it touches the two reasons that
+        change, not all the runs (recounting them made a replica's CPU per event grow with the
+        runs it knows: a tenth of its CPU at 1,000 runs); a reason no run has leaves the gauge."""
+        was = self._reasons.pop(uid, None) if reason is None else self._reasons.get(uid)
+        if reason is not None:
             self._reasons[uid] = reason
-        counts: dict[str, int] = {}
-        for each in self._reasons.values():
-            counts[each] = counts.get(each, 0) + 1
-        self.runs.clear()
-        for each, count in counts.items():
-            self.runs.labels(reason=each).set(count)
+        if was == reason:
+            return
+        if was is not None:
+            self._counts[was] -= 1
+            if self._counts[was]:
+                self.runs.labels(reason=was).set(self._counts[was])
+            else:
+                del self._counts[was]
+                self.runs.remove(was)
+        if reason is not None:
+            self._counts[reason] = self._counts.get(reason, 0) + 1
+            self.runs.labels(reason=reason).set(self._counts[reason])
 
     def serve(self, port: int) -> None:
         if port:

@@ -125,10 +125,30 @@ class RunWorker:
         view of it, once it differs from ``run`` (the change that made the patch fail is on its
         way: at most a poll interval is waited for it); else, or if that too was rejected, the
         object as read."""
+        return await self._seen_within(run, attempt, self.context.config.poll_interval)
+
+    async def _claim_seen_again(
+        self, run: Mapping[str, Any], attempt: int
+    ) -> Mapping[str, Any] | None:
+        """``_seen_again`` after a rejected claim, waiting for the watch up to a lease TTL: a
+        claim is refused because another landed first, and the run is then the claimer's to
+        start (``_let_the_claimer_start`` waits as long), so nothing is late for the wait. A
+        busy replica's watch brings that claim more than a poll interval later, and the read
+        that followed cost a ``GET`` for nearly every run (0.8 a run at 1,000 runs)."""
+        return await self._seen_within(run, attempt, self.context.config.lease_ttl)
+
+    async def _seen_within(
+        self, run: Mapping[str, Any], attempt: int, patience: float
+    ) -> Mapping[str, Any] | None:
         seen = run["metadata"].get("resourceVersion")
         if attempt == 0:
-            if self.body["metadata"].get("resourceVersion") == seen:
-                await self.news.next(self.context.config.poll_interval)
+            deadline = time.monotonic() + patience
+            while (
+                self.body["metadata"].get("resourceVersion") == seen
+                and not self.news.gone
+                and time.monotonic() < deadline
+            ):
+                await self.news.next(deadline - time.monotonic())
             if self.news.gone:
                 return None
             if self.body["metadata"].get("resourceVersion") != seen:
@@ -137,7 +157,7 @@ class RunWorker:
 
     async def _work(self) -> None:
         controller = self.context.config.controller_name
-        claimed = await claim(self.context.api, self.body, controller, self._seen_again)
+        claimed = await claim(self.context.api, self.body, controller, self._claim_seen_again)
         if claimed.owner != controller:
             if claimed.owner is not None:
                 notice(
@@ -348,10 +368,21 @@ class RunWorker:
         elif not outcome.conditions:  # nothing said it: a failure nobody planned for
             raise error
 
+    def _lease_shown(self) -> tuple[object, object]:
+        """The holder and fence the watch shows in the run's status."""
+        lease = self.report.current().get("lease") or {}
+        return lease.get("holder"), lease.get("fence")
+
     async def _wait_for_lease(self) -> None:
         """Another replica holds the run: wait until the store says its lease is gone, asking
-        again at each watch event of the run (the holder's status writes) and at least every
-        poll interval; not at all once the watch shows the run over.
+        again when the watch shows the run's lease change (a holder that stops clears itself
+        from the status before it lets go; a new holder writes its fence), when the lease would
+        lapse, and while neither happens after a poll interval, then twice as long each time
+        (the net for a holder that let go while its last status write failed: found as late as
+        a dead holder's lapse at worst); not at all once the watch shows the run over. The
+        holder's other status writes (its progress) say nothing of its lease, so they do not
+        send this replica to the store: at 1,000 runs, asking at each of them and every poll
+        interval was a twentieth of the waiting replica's CPU.
 
         A holder writes its last status (which names no holder) before it lets the lease go, so
         a lease let go before it would have lapsed, while the watch still names a holder, means
@@ -361,6 +392,7 @@ class RunWorker:
         self._returned = None  # stale once another replica held the run
         lapses: float | None = None
         settling: float | None = None
+        patience, asked_over = self.context.config.poll_interval, None
         while not self._over():
             try:
                 held = await self.context.backend.leases.held(self.tenant, self.run_id)
@@ -374,7 +406,13 @@ class RunWorker:
             now = time.monotonic()
             if held is not None:
                 lapses = now + held.remaining
-                await self.news.next(min(held.remaining, poll))
+                shown = self._lease_shown()
+                patience = patience * 2 if shown == asked_over else poll
+                asked_over, ask_at = shown, now + min(held.remaining, patience)
+                while (
+                    not self._over() and self._lease_shown() == shown and time.monotonic() < ask_at
+                ):
+                    await self.news.next(ask_at - time.monotonic())
                 continue
             let_go = lapses is not None and now < lapses - LAPSE_SLACK
             settling = settling or now + poll
