@@ -12,23 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import textwrap
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.kube.test_status_writer import CountingApi
+from tests.kube.test_status_writer import CountingApi, create_run
 from tests.support.kube import Kube
+from tests.support.workers import lone_worker
 
-from agentrun.operator.agent_resolver import AgentResolver
 from agentrun.operator.claims import claim, claim_patch
-from agentrun.operator.config import DEFAULT_CONTROLLER, OperatorConfig
-from agentrun.operator.context import OperatorContext
-from agentrun.operator.metrics import Metrics
+from agentrun.operator.config import DEFAULT_CONTROLLER
 from agentrun.operator.news import News
-from agentrun.operator.slots import RunSlots
-from agentrun.operator.worker import RunWorker
 from agentrun.stores import open_backend
 
 POLL = 0.5
@@ -46,20 +40,7 @@ def api(kube: Kube) -> Iterator[CountingApi]:
 
 
 def _run(kube: Kube, name: str) -> dict[str, Any]:
-    kube.kubectl(
-        "apply",
-        "-f",
-        "-",
-        stdin=textwrap.dedent(f"""\
-            apiVersion: agentrun.dev/v1alpha1
-            kind: AgentRun
-            metadata:
-              name: {name}
-            spec:
-              agent: booking
-              input: go
-            """),
-    )
+    create_run(kube, name)
     return dict(json.loads(kube.kubectl("get", "agentrun", name, "-o", "json").stdout))
 
 
@@ -68,20 +49,8 @@ async def test_a_refused_claim_waits_for_the_watch_not_a_read(kube: Kube, api: C
     winner = await api.patch_status(kube.namespace, "raced", claim_patch(body, DEFAULT_CONTROLLER))
     api.requests.clear()
     async with await open_backend("memory://") as backend:
-        config = OperatorConfig(
-            store_url="memory://", worker_id="replica-b", metrics_port=0, poll_interval=POLL
-        )
-        context = OperatorContext(
-            config=config,
-            backend=backend,
-            api=api,
-            metrics=Metrics(),
-            agents={},
-            resolver=AgentResolver(api, {}),
-            slots=RunSlots(0),
-        )
         news = News()
-        worker = RunWorker(context, body, lambda: False, logging.getLogger("test"), news)
+        worker = lone_worker(backend, api, body, news, poll=POLL)
 
         async def watch_brings_the_claim() -> None:
             await asyncio.sleep(LATE)

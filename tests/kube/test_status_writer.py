@@ -51,7 +51,8 @@ def api(kube: Kube) -> Iterator[CountingApi]:
         counting.close()
 
 
-def _create(kube: Kube, name: str) -> None:
+def create_run(kube: Kube, name: str) -> None:
+    """An AgentRun of the ``booking`` agent, created with kubectl."""
     kube.kubectl(
         "apply",
         "-f",
@@ -74,7 +75,7 @@ def _status(kube: Kube, name: str) -> tuple[int, dict[str, Any]]:
 
 
 def test_a_holders_writes_cost_one_request_each(kube: Kube, api: CountingApi) -> None:
-    _create(kube, "steady")
+    create_run(kube, "steady")
     writer = StatusWriter(api, kube.namespace, "steady", Masker.build())
 
     async def holding() -> None:
@@ -98,7 +99,7 @@ def test_a_holders_writes_cost_one_request_each(kube: Kube, api: CountingApi) ->
 
 
 def test_a_spec_edit_between_writes_is_read_and_stamped(kube: Kube, api: CountingApi) -> None:
-    _create(kube, "edited")
+    create_run(kube, "edited")
     writer = StatusWriter(api, kube.namespace, "edited", Masker.build())
 
     async def take() -> None:
@@ -125,7 +126,7 @@ def test_a_spec_edit_between_writes_is_read_and_stamped(kube: Kube, api: Countin
 
 
 def test_a_holder_superseded_after_its_last_write_is_refused(kube: Kube, api: CountingApi) -> None:
-    _create(kube, "taken")
+    create_run(kube, "taken")
     old = StatusWriter(api, kube.namespace, "taken", Masker.build())
     new = StatusWriter(api, kube.namespace, "taken", Masker.build())
 
@@ -146,7 +147,7 @@ def test_a_holder_superseded_after_its_last_write_is_refused(kube: Kube, api: Co
 
 
 def test_a_run_being_deleted_is_not_taken_over(kube: Kube, api: CountingApi) -> None:
-    _create(kube, "leaving")
+    create_run(kube, "leaving")
     kube.kubectl(
         "patch",
         "agentrun",
@@ -177,7 +178,7 @@ def test_a_run_being_deleted_is_not_taken_over(kube: Kube, api: CountingApi) -> 
 def test_a_holders_progress_goes_out_with_its_next_write(kube: Kube, api: CountingApi) -> None:
     """Boundaries a moment apart cost one write: the first checkpoint (a transition) at once,
     the progress after it with the run's end, and at most ``PROGRESS_EVERY`` late without one."""
-    _create(kube, "quick")
+    create_run(kube, "quick")
     writer = StatusWriter(api, kube.namespace, "quick", Masker.build())
 
     async def holding() -> None:
@@ -207,7 +208,7 @@ def test_a_holders_progress_goes_out_with_its_next_write(kube: Kube, api: Counti
 def test_progress_that_waited_is_refused_once_a_newer_holder_took_over(
     kube: Kube, api: CountingApi
 ) -> None:
-    _create(kube, "overtaken")
+    create_run(kube, "overtaken")
     old = StatusWriter(api, kube.namespace, "overtaken", Masker.build())
     new = StatusWriter(api, kube.namespace, "overtaken", Masker.build())
 
@@ -229,7 +230,7 @@ def test_progress_that_waited_is_refused_once_a_newer_holder_took_over(
 def test_a_takeover_over_the_object_just_returned_reads_nothing(
     kube: Kube, api: CountingApi
 ) -> None:
-    _create(kube, "known")
+    create_run(kube, "known")
     writer = StatusWriter(api, kube.namespace, "known", Masker.build())
     known = json.loads(kube.kubectl("get", "agentrun", "known", "-o", "json").stdout)
 

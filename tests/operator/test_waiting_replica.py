@@ -13,7 +13,6 @@ live body updated in place, then the news.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -24,14 +23,10 @@ from kubernetes import client
 from agentrun import open_backend
 from agentrun.backend import Backend
 from agentrun.leases import RunLease
-from agentrun.operator.agent_resolver import AgentResolver
-from agentrun.operator.config import OperatorConfig
-from agentrun.operator.context import OperatorContext
 from agentrun.operator.kubeapi import KubeApi
-from agentrun.operator.metrics import Metrics
 from agentrun.operator.news import News
-from agentrun.operator.slots import RunSlots
 from agentrun.operator.worker import RunWorker
+from tests.support.workers import lone_worker
 
 TENANT, RUN_ID = "team-a", "8b4c"
 POLL = 5.0
@@ -51,20 +46,8 @@ class Counted:
 
 
 def _worker(backend: Backend, body: dict[str, Any], news: News, poll: float = POLL) -> RunWorker:
-    config = OperatorConfig(
-        store_url=backend.url, worker_id="replica-b", metrics_port=0, poll_interval=poll
-    )
     api = KubeApi(client.ApiClient(), threads=1)  # asked nothing: the test would fail on it
-    context = OperatorContext(
-        config=config,
-        backend=backend,
-        api=api,
-        metrics=Metrics(),
-        agents={},
-        resolver=AgentResolver(api, {}),
-        slots=RunSlots(0),
-    )
-    worker = RunWorker(context, body, lambda: False, logging.getLogger("test"), news)
+    worker = lone_worker(backend, api, body, news, poll=poll)
     worker.tenant = TENANT
     return worker
 

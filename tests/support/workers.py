@@ -1,0 +1,40 @@
+"""One replica's ``RunWorker`` inside the test process, for tests that drive its waits directly.
+
+The operator's context around it is the least a worker needs: no registered agents, no limit on
+active runs, fresh metrics. What the test controls is the API client (a counting one, or one that
+must not be asked), the store and the watch (``News``), which the test delivers events to.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agentrun.backend import Backend
+from agentrun.operator.agent_resolver import AgentResolver
+from agentrun.operator.config import OperatorConfig
+from agentrun.operator.context import OperatorContext
+from agentrun.operator.kubeapi import KubeApi
+from agentrun.operator.metrics import Metrics
+from agentrun.operator.news import News
+from agentrun.operator.slots import RunSlots
+from agentrun.operator.worker import RunWorker
+
+
+def lone_worker(
+    backend: Backend, api: KubeApi, body: dict[str, Any], news: News, *, poll: float
+) -> RunWorker:
+    """The worker replica ``replica-b`` would start for ``body``, polling every ``poll`` s."""
+    config = OperatorConfig(
+        store_url=backend.url, worker_id="replica-b", metrics_port=0, poll_interval=poll
+    )
+    context = OperatorContext(
+        config=config,
+        backend=backend,
+        api=api,
+        metrics=Metrics(),
+        agents={},
+        resolver=AgentResolver(api, {}),
+        slots=RunSlots(0),
+    )
+    return RunWorker(context, body, lambda: False, logging.getLogger("test"), news)
