@@ -50,9 +50,9 @@ from tests.support.redis_server import redis_server
 from agentrun import open_backend
 from agentrun.backend import StoreSet
 from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge
-from agentrun.checkpointing import Checkpointer
+from agentrun.checkpointing import Checkpointer, CheckpointPolicy
 from agentrun.frontier import Boundary, encode, encode_message
-from agentrun.history import HistoryStore, encode_segment
+from agentrun.history import HistoryStore, SegmentForm, encode_segment
 from agentrun.messages import Message
 from agentrun.redaction import Masker, Redactor, Rule
 from agentrun.resume import read_and_plan
@@ -245,10 +245,12 @@ async def write_run(
     turns: int,
     *,
     whole: bool,
+    form: SegmentForm,
     recording: Recording | None = None,
 ) -> WriteRow:
     checkpointer = Checkpointer(
         backend.checkpoints,
+        CheckpointPolicy(segment_form=form),
         history=backend.history,
         masker=backend.masker,
         boundaries=(recording or backend.boundaries) if whole else None,
@@ -348,7 +350,7 @@ async def resume_run(server: str, backend: StoreSet, run_id: str, turns: int) ->
 
 
 async def stored_bytes(
-    server: str, backend: StoreSet, url: str, run_id: str
+    server: str, backend: StoreSet, url: str, run_id: str, form: SegmentForm
 ) -> tuple[int, int, int, int]:
     """The run's segments and frontier as the server keeps them; the final transcript written
     once as one value (compressed as the server compresses the store's columns); zlib's
@@ -363,7 +365,7 @@ async def stored_bytes(
             update={"messages": messages, "history_handle": None, "history_length": 0}
         )
     )
-    alone, _ = encode_segment(None, [encode_message(message) for message in messages])
+    alone, _ = encode_segment(None, [encode_message(message) for message in messages], form=form)
     if server != "PostgreSQL":
         listed = await backend.history.fetch_all(TENANT, run_id)  # type: ignore[attr-defined]
         frontier = await backend.checkpoints.latest(TENANT, run_id) or b""
@@ -466,7 +468,7 @@ def _cells(counts: Mapping[str, float]) -> str:
     return f"{counts.get('round trips', 0):>5.1f} {counts.get('commits', 0):>7.1f}"
 
 
-async def run(names: Sequence[str], fsync: bool, quick: bool) -> None:
+async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm) -> None:
     began = time.monotonic()
     turns = (20, 100) if quick else TURNS
     with tempfile.TemporaryDirectory(prefix="agentrun-bench-") as folder, counted():
@@ -481,20 +483,31 @@ async def run(names: Sequence[str], fsync: bool, quick: bool) -> None:
                     run_id = f"{'whole' if whole else 'separate'}-{turns[0]}"
                     writes.append(
                         await write_run(
-                            label, backend, run_id, turns[0], whole=whole, recording=recording
+                            label,
+                            backend,
+                            run_id,
+                            turns[0],
+                            whole=whole,
+                            form=form,
+                            recording=recording,
                         )
                     )
                 if label == "SQLite":
                     writes.append(await raw_commits(Path(folder) / "state.db", recording.commits))
                 resumes.append(await resume_run(label, backend, f"whole-{turns[0]}", turns[0]))
                 stored.append(
-                    (label, *await stored_bytes(label, backend, url, f"whole-{turns[0]}"))
+                    (label, *await stored_bytes(label, backend, url, f"whole-{turns[0]}", form))
                 )
-                await write_run(label, backend, f"whole-{turns[1]}", turns[1], whole=True)
+                await write_run(
+                    label, backend, f"whole-{turns[1]}", turns[1], whole=True, form=form
+                )
                 resumes.append(await resume_run(label, backend, f"whole-{turns[1]}", turns[1]))
             masked = await masking(turns[0])
     fsync_note = "fsync on" if fsync else "fsync off (test server)"
-    print(f"\nPer boundary, {turns[0]} turns (2 boundaries a turn); PostgreSQL {fsync_note}")
+    print(
+        f"\nPer boundary, {turns[0]} turns (2 boundaries a turn), segments {form.value}; "
+        f"PostgreSQL {fsync_note}"
+    )
     header = (
         f"{'server':<11} {'writes':<11} | {'every boundary':>13} | {'after a model call':>18} | "
         f"{'ms median':>9} {'p99':>7}"
@@ -546,9 +559,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--servers", default="sqlite,redis,postgres")
     parser.add_argument("--fsync", action="store_true", help="PostgreSQL with fsync on")
     parser.add_argument("--quick", action="store_true", help="20 and 100 turns")
+    parser.add_argument(
+        "--segment-form",
+        choices=[form.value for form in SegmentForm],
+        default=CheckpointPolicy().segment_form.value,
+        help="the form transcript segments are written in (default %(default)s)",
+    )
     args = parser.parse_args(argv)
     names = chosen_servers(parser, args.servers, ("sqlite", "redis", "postgres"))
-    return run_bench(run(names, args.fsync, args.quick))
+    return run_bench(run(names, args.fsync, args.quick, SegmentForm(args.segment_form)))
 
 
 if __name__ == "__main__":

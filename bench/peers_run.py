@@ -61,7 +61,7 @@ from agentrun.backend import StoreSet
 from agentrun.boundary import BoundaryCommit, BoundaryStore, RunReader
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
 from agentrun.frontier import Checkpoint
-from agentrun.history import header_length
+from agentrun.history import SegmentForm, header_length
 from agentrun.leases import LeasePolicy
 from agentrun.messages import Message
 from agentrun.resume import read_and_plan
@@ -238,9 +238,11 @@ def booking_agent(booking: Booking) -> AgentDefinition:
     )
 
 
-def our_runner(backend: StoreSet, booking: Booking, turns: Turns, *, durable: bool) -> AgentRunner:
-    """``on_backend``'s runner with the counting provider and boundary store; ``durable`` False
-    writes no boundary at all (the baseline)."""
+def our_runner(
+    backend: StoreSet, booking: Booking, turns: Turns, *, form: SegmentForm | None
+) -> AgentRunner:
+    """``on_backend``'s runner with the counting provider and boundary store, writing segments in
+    ``form``; None writes no boundary at all (the baseline)."""
     provider: Provider = CountingProvider(booking.replies, turns)
 
     async def observed(_: Checkpoint, receipt: WriteReceipt | None, __: Exception | None) -> None:
@@ -252,7 +254,9 @@ def our_runner(backend: StoreSet, booking: Booking, turns: Turns, *, durable: bo
         idempotency=backend.idempotency,
         checkpoints=Checkpointer(
             backend.checkpoints,
-            None if durable else CheckpointPolicy(boundaries=frozenset()),
+            CheckpointPolicy(boundaries=frozenset())
+            if form is None
+            else CheckpointPolicy(segment_form=form),
             history=backend.history,
             masker=backend.masker,
             boundaries=None
@@ -267,25 +271,29 @@ def our_runner(backend: StoreSet, booking: Booking, turns: Turns, *, durable: bo
     )
 
 
-async def run_ours(backend: StoreSet, booking: Booking, run_id: str, *, durable: bool) -> Turns:
+async def run_ours(
+    backend: StoreSet, booking: Booking, run_id: str, *, form: SegmentForm | None
+) -> Turns:
     turns = Turns()
-    runner = our_runner(backend, booking, turns, durable=durable)
+    runner = our_runner(backend, booking, turns, form=form)
     result = await runner.run(booking_agent(booking), booking.user, tenant=TENANT, run_id=run_id)
     if result.status.value != "completed":
         raise RuntimeError(f"our run {run_id} stopped {result.status.value}: {result!r}")
     return turns
 
 
-async def measure_ours(server: str, url: str, booking: Booking, baseline_s: float) -> Measured:
+async def measure_ours(
+    server: str, url: str, booking: Booking, baseline_s: float, form: SegmentForm
+) -> Measured:
     run_id = f"ours-{booking.turns}"
     backend = await open_backend(url)
     assert isinstance(backend, StoreSet)
     try:
         gc.collect()
         started = time.perf_counter()
-        turns = await run_ours(backend, booking, run_id, durable=True)
+        turns = await run_ours(backend, booking, run_id, form=form)
         end_to_end = time.perf_counter() - started
-        stored, once, zlibbed, _ = await stored_bytes(server, backend, url, run_id)
+        stored, once, zlibbed, _ = await stored_bytes(server, backend, url, run_id, form)
         assert isinstance(backend.boundaries, RunReader)
         _, segments = await backend.boundaries.read_run(TENANT, run_id)
         headers = sum(header_length(segment) for segment in segments.values())
@@ -330,7 +338,7 @@ async def ours_baseline(booking: Booking) -> float:
     """The same run with no checkpoint written, on memory stores."""
     gc.collect()
     started = time.perf_counter()
-    await run_ours(MemoryBackend(), booking, "baseline", durable=False)
+    await run_ours(MemoryBackend(), booking, "baseline", form=None)
     return time.perf_counter() - started
 
 
@@ -568,13 +576,13 @@ def servers(folder: Path, names: Sequence[str]) -> Iterator[list[Server]]:
         yield found
 
 
-async def warm_up(found: Sequence[Server]) -> None:
+async def warm_up(found: Sequence[Server], form: SegmentForm) -> None:
     """A short run on each side of each server first, unmeasured: the first commits into fresh
     tables, a pool's first connections and LangGraph's first statements cost what no later one
     does, and would otherwise land in whichever side runs first."""
     booking = Booking.of(WARM_UP_TURNS)
     for server in found:
-        await measure_ours(server.name, server.ours_url, booking, 0.0)
+        await measure_ours(server.name, server.ours_url, booking, 0.0, form)
         if server.saver is not None:
             for delta in (False, True):
                 await measure_langgraph(server.saver, booking, delta, 0.0)
@@ -638,15 +646,18 @@ def print_table(rows: Sequence[Measured], turns: int) -> None:
             )
 
 
-async def run(names: Sequence[str], turn_counts: Sequence[int], full_at: int) -> None:
+async def run(
+    names: Sequence[str], turn_counts: Sequence[int], full_at: int, form: SegmentForm
+) -> None:
     began = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="agentrun-bench-peers-run-") as folder,
         servers(Path(folder), names) as found,
         counted(),
     ):
+        print(f"ours writes its transcript segments as {form.value}", flush=True)
         await setup_savers(found)
-        await warm_up(found)
+        await warm_up(found, form)
         for turns in turn_counts:
             booking = Booking.of(turns)
             ours_none = await ours_baseline(booking)
@@ -658,7 +669,9 @@ async def run(names: Sequence[str], turn_counts: Sequence[int], full_at: int) ->
             )
             rows: list[Measured] = []
             for server in found:
-                rows.append(await measure_ours(server.name, server.ours_url, booking, ours_none))
+                rows.append(
+                    await measure_ours(server.name, server.ours_url, booking, ours_none, form)
+                )
                 print(f"  ours on {server.name}: {rows[-1].end_to_end_s:.1f} s", flush=True)
                 if server.saver is None:
                     continue
@@ -693,6 +706,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="LangGraph's default channel (the whole list at every step: ~5 GB written at "
         "1,000 turns) only up to this many turns (default %(default)s)",
     )
+    parser.add_argument(
+        "--segment-form",
+        choices=[form.value for form in SegmentForm],
+        default=CheckpointPolicy().segment_form.value,
+        help="the form ours writes its transcript segments in (default %(default)s)",
+    )
     args = parser.parse_args(argv)
     names = chosen_servers(parser, args.servers, SERVERS)
     try:
@@ -702,7 +721,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{MISSING} ({missing})", file=sys.stderr)
         return 2
     turns = QUICK_TURNS if args.quick else TURNS
-    return run_on_servers(run(names, turns, max(args.full_up_to, turns[0])))
+    form = SegmentForm(args.segment_form)
+    return run_on_servers(run(names, turns, max(args.full_up_to, turns[0]), form))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ python3 -m venv "$tmp/venv"
   echo "# hack/install-deps.sh installs with \`pip install -c constraints.txt\`."
   echo "# httpx and httpcore come with httpx-aiohttp's base install; only its httpx2 transport is"
   echo "# used (pyproject.toml, extra agents, says why and why its range stops at 0.3)."
+  echo "# zstandard writes and reads SegmentForm.ZSTD transcript segments (pyproject.toml says why"
+  echo "# its range stops at the next 0.x minor)."
   "$tmp/venv/bin/python" -m pip freeze --disable-pip-version-check --exclude-editable
 } >constraints.txt
 echo "==> constraints.txt: $(grep -vc '^#' constraints.txt) pins"

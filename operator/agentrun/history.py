@@ -11,26 +11,29 @@ with its square, a segment can be written twice harmlessly, and a fetch can prov
 back is what was written. A handle that no longer resolves, or resolves to other bytes, raises
 ``HistoryUnavailableError``: the run stops rather than continue a conversation with a hole in it.
 
-A segment is stored compressed, by the client, with zlib: a segment holds a turn or two (a few
-KB), too little for any compressor alone, so each is compressed with the chain's preceding 32 KB
-(zlib's whole window) as its preset dictionary. zlib because it is in the standard library, has
-preset dictionaries, and makes the same bytes wherever the same zlib runs (zstd does better, but
-is a dependency of its own before Python 3.14).
+A segment is stored compressed, by the client: a segment holds a turn or two (a few KB), or 16
+boundaries' messages when compacted, too little for any compressor alone, so each is compressed
+with the chain's preceding 32 KB as its dictionary. By default (``SegmentForm.ZSTD``, since kit
+0.3.0) a segment that stays is a zstd frame against that context as a raw-content dictionary:
+on the 200-turn booking run of ``bench.boundaries`` a chain stores 0.98x zlib -6 of the whole
+transcript written once, where raw deflate against the same 32 KB (zlib's whole window) stored
+1.013x, and reads back a little faster. A transient segment stays raw deflate at level 1
+against 4 KB, which for a turn was both faster and smaller than zstd's level 1.
 
-What is stored (``SEGMENT``, since 2026-11-30): four bytes naming the form, one byte saying how
-long the previous segment's SHA-256 is (32, or 0 for the first segment), that digest as raw bytes,
-the dictionary's length in two bytes, and the raw deflate stream of the segment's messages as a
-JSON array. Nothing is said twice: the
-previous handle is in the header only (it is covered by the handle, the digest of every stored
-byte, as the body is), and the stream carries no zlib wrapper (its Adler-32 checks what the
-digest already proves). The forms written before are read as they were: ``COMPRESSED`` (a text
-header naming the previous handle, and a zlib stream of ``{"previous": ..., "messages": [...]}``,
-which names it again) and, older, that JSON alone. A chain may mix them: a run written by an
-older release carries on here, its next segments in the new form. A release before this one
-cannot read the new form (it raises ``HistoryUnavailableError``, "unreadable", and the run
-ends ``HistoryUnavailable``), so which form is written is a choice (``SegmentForm``): while
-workers of such a release may still take runs over — a rolling upgrade from it — write
-``SegmentForm.ZLIB_JSON``, which both read; once none is left, the default.
+What is stored (``ZSTD_SEGMENT``, and ``SEGMENT`` for raw deflate): four bytes naming the form,
+one byte saying how long the previous segment's SHA-256 is (32, or 0 for the first segment), that
+digest as raw bytes, the dictionary's length in two bytes, and the compressed stream of the
+segment's messages as a JSON array. Nothing is said twice: the previous handle is in the header
+only (it is covered by the handle, the digest of every stored byte, as the body is), and the
+stream carries no checksum (zlib's Adler-32, zstd's XXH64: they check what the digest already
+proves). The forms written before are read as they were: ``SEGMENT`` throughout (kit 0.2.0),
+``COMPRESSED`` (a text header naming the previous handle, and a zlib stream of
+``{"previous": ..., "messages": [...]}``, which names it again) and, older, that JSON alone. A
+chain may mix them: a run written by an older release carries on here, its next segments in the
+new form. An older release cannot read a newer form (it raises ``HistoryUnavailableError``,
+"unreadable", and the run ends ``HistoryUnavailable``), so which form is written is a choice
+(``SegmentForm``): while workers of such a release may still take runs over — a rolling upgrade
+from it — write the newest form it reads; once none is left, the default.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
+import zstandard
 from pydantic import Field, TypeAdapter, ValidationError
 
 from agentrun._base import FrozenModel
@@ -54,13 +58,18 @@ from agentrun.messages import Message
 
 HANDLE_PREFIX = "sha256:"
 SEGMENT = b"ARS\x02"
-"""How a segment begins, in the form written now; then one byte, the length of the previous
-segment's digest (32, or 0 for none), that digest, the dictionary's length (two bytes, big-endian)
-and the raw deflate stream of the messages' JSON array."""
+"""How a segment begins in ``SegmentForm.DEFLATE`` (and a transient one in ``ZSTD``); then one
+byte, the length of the previous segment's digest (32, or 0 for none), that digest, the
+dictionary's length (two bytes, big-endian) and the raw deflate stream of the messages' JSON
+array."""
 COMPRESSED = b"agentrun-segment/zlib\n"
 """How a segment began in the form written before ``SEGMENT`` (still read): then the previous
 handle (empty for none), a newline, the dictionary's length in decimal, a newline, and the zlib
 stream of the segment's JSON (``Segment``)."""
+ZSTD_SEGMENT = b"ARS\x03"
+"""How a segment begins in ``SegmentForm.ZSTD``: the header of ``SEGMENT`` (the previous digest,
+the dictionary's length), then a zstd frame of the messages' JSON array, compressed against that
+much of the preceding transcript as a raw-content dictionary."""
 _DIGEST = 32
 
 
@@ -68,10 +77,15 @@ class SegmentForm(StrEnum):
     """The form segments are written in; every form is read whatever is written."""
 
     DEFLATE = "deflate"
-    """``SEGMENT``: the previous digest once, raw deflate of the messages. The default."""
+    """``SEGMENT``: the previous digest once, raw deflate of the messages; the only forms kit
+    0.2.0 (chart 0.3.0) reads are this one and ``ZLIB_JSON``."""
     ZLIB_JSON = "zlib-json"
     """``COMPRESSED``: the only form releases up to kit 0.1.0 (chart 0.2.0) read; larger (the
     previous handle twice, in text) and slower to resume."""
+    ZSTD = "zstd"
+    """``ZSTD_SEGMENT``: as ``DEFLATE``, but segments that stay are zstd frames (level
+    ``ZSTD_LEVEL``); transient ones are still raw deflate, which is both faster and smaller for
+    a turn against 4 KB. The default; read from kit 0.3.0 (chart 0.4.0) on."""
 
 
 CONTEXT_BYTES = 32 * 1024
@@ -142,6 +156,14 @@ async def append_transcript(
 TRANSIENT_CONTEXT_BYTES = 4 * 1024
 """How much of the preceding transcript a transient segment (see ``encode_segment``) is
 compressed against."""
+ZSTD_LEVEL = 10
+"""zstd's level for the segments that stay, in ``SegmentForm.ZSTD``. Measured once (2026-11-30,
+a one-off script over the 200-turn booking conversation of ``bench.boundaries``), its 25
+compacted segments against 32 KB stored 147 KB at level 10 (1.5 ms a segment) against 151 KB at
+9 (0.9 ms), 144 KB at 11 (3.4 ms) and 153 KB for deflate level 6 (0.9 ms): 10 is the first
+below zlib -6 of the whole transcript (152 KB) and the last before the cost doubles. For a
+transient segment (a turn against 4 KB), zstd level 1 took 34 µs and 9 % more bytes than
+deflate level 1 (25 µs): those stay deflate."""
 
 
 def encode_segment(
@@ -150,7 +172,7 @@ def encode_segment(
     context: bytes = b"",
     *,
     transient: bool = False,
-    form: SegmentForm = SegmentForm.DEFLATE,
+    form: SegmentForm = SegmentForm.ZSTD,
 ) -> tuple[bytes, bytes]:
     """The bytes to store for the segment holding ``messages`` (each as ``encode_message``
     writes it) after ``previous`` (its handle is their digest, ``handle_for``, known before it
@@ -170,6 +192,9 @@ def encode_segment(
     array = b"[" + b",".join(messages) + b"]"
     level, window = (1, TRANSIENT_CONTEXT_BYTES) if transient else (6, CONTEXT_BYTES)
     dictionary = context[-window:]
+    if form is SegmentForm.ZSTD and not transient:
+        header = ZSTD_SEGMENT + bytes((len(digest),)) + digest + len(dictionary).to_bytes(2, "big")
+        return header + _zstd_compressed(array, dictionary), array
     if form is SegmentForm.ZLIB_JSON:
         # ``Segment``'s JSON, as releases that read only this form wrote and validate it.
         body = b'{"previous":' + json.dumps(previous).encode() + b',"messages":' + array + b"}"
@@ -185,6 +210,29 @@ def encode_segment(
         else zlib.compressobj(level, zlib.DEFLATED, wbits)
     )
     return header + compressor.compress(body) + compressor.flush(), body
+
+
+def _zstd_compressed(body: bytes, dictionary: bytes) -> bytes:
+    """A zstd frame of ``body`` against ``dictionary`` as raw content: with its size (so that it
+    decompresses in one call), without a checksum or dictionary id (the handle proves the bytes,
+    the header says what the dictionary is)."""
+    parameters = zstandard.ZstdCompressionParameters.from_level(
+        ZSTD_LEVEL,
+        source_size=len(body),
+        dict_size=len(dictionary),
+        write_content_size=True,
+        write_checksum=False,
+        write_dict_id=False,
+    )
+    compressor = zstandard.ZstdCompressor(
+        dict_data=_raw_dictionary(dictionary) if dictionary else None,
+        compression_params=parameters,
+    )
+    return compressor.compress(body)
+
+
+def _raw_dictionary(dictionary: bytes) -> zstandard.ZstdCompressionDict:
+    return zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 
 
 def _digest_of(handle: str) -> bytes:
@@ -203,14 +251,21 @@ class _Header:
     """How many bytes of the preceding transcript the stream was compressed against."""
     body_at: int
     """Where the compressed stream begins."""
-    wbits: int
-    """zlib's window bits for the stream: raw deflate (``SEGMENT``) or zlib's wrapper."""
+    form: SegmentForm
+    """How the stream is compressed: raw deflate, zlib with its wrapper, or a zstd frame."""
 
 
 def _header(run_id: str, handle: str, stored: bytes) -> _Header | None:
     """The header of a compressed segment (None: the older form, JSON alone)."""
     try:
-        if stored.startswith(SEGMENT):
+        form = (
+            SegmentForm.DEFLATE
+            if stored.startswith(SEGMENT)
+            else SegmentForm.ZSTD
+            if stored.startswith(ZSTD_SEGMENT)
+            else None
+        )
+        if form is not None:
             at = len(SEGMENT) + 1
             length = stored[at - 1]
             if length not in (0, _DIGEST) or len(stored) < at + length + 2:
@@ -218,11 +273,13 @@ def _header(run_id: str, handle: str, stored: bytes) -> _Header | None:
             previous = HANDLE_PREFIX + stored[at : at + length].hex() if length else None
             at += length
             used = int.from_bytes(stored[at : at + 2], "big")
-            return _Header(previous, used, at + 2, -15)
+            return _Header(previous, used, at + 2, form)
         if stored.startswith(COMPRESSED):
             previous_text, length_text, _ = stored[len(COMPRESSED) :].split(b"\n", 2)
             at = len(COMPRESSED) + len(previous_text) + len(length_text) + 2
-            return _Header(previous_text.decode() or None, int(length_text), at, 15)
+            return _Header(
+                previous_text.decode() or None, int(length_text), at, SegmentForm.ZLIB_JSON
+            )
     except (ValueError, UnicodeDecodeError) as exc:
         raise HistoryUnavailableError(run_id, handle, f"a segment is unreadable ({exc})") from exc
     return None
@@ -262,7 +319,7 @@ def decode_segment(
     if header is None:
         return _parsed(run_id, handle, stored), stored
     body = _inflated(run_id, handle, stored, header, context)
-    if header.wbits == 15:
+    if header.form is SegmentForm.ZLIB_JSON:
         return _parsed(run_id, handle, body), body
     try:
         messages = _MESSAGES.validate_json(body)
@@ -278,15 +335,18 @@ def _inflated(run_id: str, handle: str, stored: bytes, header: _Header, context:
         dictionary = context[-used:] if used else b""
         if len(dictionary) != used:
             raise ValueError(f"it was compressed against {used} bytes, {len(dictionary)} precede")
-        inflate = (
-            zlib.decompressobj(header.wbits, zdict=dictionary)
-            if used
-            else zlib.decompressobj(header.wbits)
-        )
-        body = inflate.decompress(stored[header.body_at :]) + inflate.flush()
+        stream = stored[header.body_at :]
+        if header.form is SegmentForm.ZSTD:
+            decompressor = zstandard.ZstdDecompressor(
+                dict_data=_raw_dictionary(dictionary) if used else None
+            )
+            return decompressor.decompress(stream, allow_extra_data=False)
+        wbits = 15 if header.form is SegmentForm.ZLIB_JSON else -15
+        inflate = zlib.decompressobj(wbits, zdict=dictionary) if used else zlib.decompressobj(wbits)
+        body = inflate.decompress(stream) + inflate.flush()
         if not inflate.eof or inflate.unused_data:
             raise ValueError("its compressed stream is cut short or followed by other bytes")
-    except (ValueError, zlib.error) as exc:
+    except (ValueError, zlib.error, zstandard.ZstdError) as exc:
         raise HistoryUnavailableError(run_id, handle, f"a segment is unreadable ({exc})") from exc
     return body
 

@@ -33,6 +33,8 @@ from agentrun.frontier import (
 )
 from agentrun.history import (
     COMPRESSED,
+    SEGMENT,
+    ZSTD_SEGMENT,
     Segment,
     SegmentForm,
     decode_segment,
@@ -254,15 +256,28 @@ async def test_the_history_goes_out_of_line_and_grows_linearly(backend: MemoryBa
     assert await fresh.transcript(latest) == messages
 
 
+# How the compacted and the transient segments of each form begin: ``SegmentForm.ZSTD`` keeps
+# raw deflate for the transient ones, and ``DEFLATE`` must write nothing kit 0.2.0 cannot read.
+_BEGINNINGS = {
+    SegmentForm.ZSTD: (ZSTD_SEGMENT, SEGMENT),
+    SegmentForm.DEFLATE: (SEGMENT, SEGMENT),
+    SegmentForm.ZLIB_JSON: (COMPRESSED, COMPRESSED),
+}
+
+
+@pytest.mark.parametrize("form", list(SegmentForm))
 async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
-    backend: MemoryBackend,
+    backend: MemoryBackend, form: SegmentForm
 ) -> None:
     """With a ``BoundaryStore`` every ``COMPACT_AFTER``-th segment holds everything since the
     last compacted one, and the segments it replaces go in its commit: what is stored stays a
     few segments, every frontier committed resolves to its whole transcript, and a worker that
-    takes the run up carries the chain on."""
+    takes the run up carries the chain on. In every form, each segment in the form's own."""
     writer = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+        backend.checkpoints,
+        CheckpointPolicy(segment_form=form),
+        history=backend.history,
+        boundaries=backend.boundaries,
     )
     messages: tuple[Message, ...] = ()
     boundaries = 3 * COMPACT_AFTER + 5
@@ -277,8 +292,14 @@ async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
         assert found[1] == messages
     stored = await backend.history.fetch_all(TENANT, RUN)
     assert len(stored) == 3 + 5  # three compacted segments and the five written after them
+    compacted, transient = _BEGINNINGS[form]
+    beginnings = sorted(segment[: len(compacted)] for segment in stored.values())
+    assert beginnings == sorted([compacted] * 3 + [transient] * 5)
     taken_up = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+        backend.checkpoints,
+        CheckpointPolicy(segment_form=form),
+        history=backend.history,
+        boundaries=backend.boundaries,
     )
     resumed = await taken_up.resumable(TENANT, RUN)
     assert resumed is not None

@@ -16,7 +16,9 @@ from agentrun.history import (
     HANDLE_PREFIX,
     SEGMENT,
     TRANSIENT_CONTEXT_BYTES,
+    ZSTD_SEGMENT,
     Segment,
+    SegmentForm,
     append_transcript,
     decode_segment,
     encode_segment,
@@ -217,9 +219,10 @@ def test_a_segment_names_its_previous_once_in_32_bytes() -> None:
     assert previous_of(RUN, handle_for(first), first) is None
 
 
-def test_a_cut_short_segment_is_unreadable_not_half_read() -> None:
-    stored, _ = encode_segment(None, _encoded(conversation(3)))
-    for cut in (stored[: len(SEGMENT) + 2], stored[:-5], stored + b"more"):
+@pytest.mark.parametrize("form", [SegmentForm.ZSTD, SegmentForm.DEFLATE])
+def test_a_cut_short_segment_is_unreadable_not_half_read(form: SegmentForm) -> None:
+    stored, _ = encode_segment(None, _encoded(conversation(3)), form=form)
+    for cut in (stored[: len(SEGMENT) + 2], stored[:-5], stored[:-1], stored + b"more"):
         with pytest.raises(HistoryUnavailableError, match="unreadable"):
             decode_segment(RUN, handle_for(cut), cut)
     with pytest.raises(ValueError, match="not a handle"):
@@ -254,7 +257,7 @@ async def test_a_chain_the_previous_release_began_loads_and_carries_on_in_the_ne
     assert messages == conversation(3)
     assert carried == context
     stored, _ = encode_segment(head, _encoded(conversation(4)[6:]), carried)
-    assert stored.startswith(SEGMENT)
+    assert stored.startswith(ZSTD_SEGMENT)
     head = await store.put(TENANT, RUN, stored, fence=0)
     assert await load_transcript(store, TENANT, RUN, head) == conversation(4)
 
@@ -278,3 +281,70 @@ def test_a_transient_segment_is_compressed_against_less_and_still_read() -> None
     for stored in (kept, transient):
         segment, _ = decode_segment(RUN, handle_for(stored), stored, context)
         assert segment.messages == conversation(201)[-2:]
+
+
+def test_a_zstd_segment_round_trips_against_the_chain_and_stores_less_than_deflate() -> None:
+    # What the default form is for: a compacted segment (16 boundaries' messages) against the
+    # chain's preceding 32 KB, in fewer bytes than raw deflate of the same, read back whole.
+    context = b"".join(_encoded(conversation(200)))
+    assert len(context) > CONTEXT_BYTES
+    previous = handle_for(b"the segment before")
+    messages = _encoded(conversation(216)[-16:])
+    stored, body = encode_segment(previous, messages, context)
+    deflated, same = encode_segment(previous, messages, context, form=SegmentForm.DEFLATE)
+    assert stored.startswith(ZSTD_SEGMENT)
+    assert body == same
+    assert len(stored) < len(deflated), (len(stored), len(deflated))
+    assert header_length(stored) == len(ZSTD_SEGMENT) + 1 + 32 + 2
+    at = header_length(stored) - 2
+    assert int.from_bytes(stored[at : at + 2], "big") == CONTEXT_BYTES
+    assert previous_of(RUN, handle_for(stored), stored) == previous
+    segment, read = decode_segment(RUN, handle_for(stored), stored, context)
+    assert segment.messages == conversation(216)[-16:]
+    assert segment.previous == previous
+    assert read == body
+    with pytest.raises(HistoryUnavailableError, match="unreadable"):
+        decode_segment(RUN, handle_for(stored), stored)  # without the chain before it
+    other = b"x" * CONTEXT_BYTES  # as long as it should be, but other bytes
+    with pytest.raises(HistoryUnavailableError, match="unreadable"):
+        decode_segment(RUN, handle_for(stored), stored, other)
+
+
+def test_a_corrupt_zstd_segment_is_unreadable() -> None:
+    # The handle would catch a flipped byte first; this is what the reader does with bytes a
+    # store handed back under their own digest: refuse them, never return a garbled transcript.
+    stored, _ = encode_segment(None, _encoded(conversation(3)))
+    at = header_length(stored)
+    for flipped in (at, at + 4, len(stored) // 2, len(stored) - 1):
+        corrupt = stored[:flipped] + bytes((stored[flipped] ^ 0xFF,)) + stored[flipped + 1 :]
+        with pytest.raises(HistoryUnavailableError, match="unreadable"):
+            decode_segment(RUN, handle_for(corrupt), corrupt)
+
+
+async def test_a_chain_mixing_every_form_loads_and_carries_on() -> None:
+    # A run written by older releases, then by this one with each setting in turn (a rolling
+    # upgrade and back), reads as one conversation, transient segments and all.
+    store = MemoryHistoryStore()
+    head: str | None = None
+    context = b""
+    sent: tuple[Message, ...] = ()
+    writes = [
+        (SegmentForm.ZLIB_JSON, False),
+        (SegmentForm.DEFLATE, False),
+        (SegmentForm.ZSTD, False),
+        (SegmentForm.ZSTD, True),
+        (SegmentForm.DEFLATE, True),
+        (SegmentForm.ZSTD, False),
+    ]
+    for turn, (form, transient) in enumerate(writes):
+        fresh = conversation(10, start=10 * turn)
+        stored, body = encode_segment(
+            head, _encoded(fresh), context, transient=transient, form=form
+        )
+        head = await store.put(TENANT, RUN, stored, fence=0)
+        context = (context + body)[-CONTEXT_BYTES:]
+        sent += fresh
+    assert head is not None
+    messages, carried = await load_chain(store, TENANT, RUN, head)
+    assert messages == sent
+    assert carried == context

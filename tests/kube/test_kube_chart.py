@@ -592,15 +592,16 @@ def test_the_limit_on_runs_a_replica_drives_reaches_the_operator(
 
 
 def test_the_segment_form_reaches_the_operator(kube: Kube, helm: str, kube_version: str) -> None:
-    """``segmentForm`` is AGENTRUN_SEGMENT_FORM: deflate by default, zlib-json for an upgrade
-    from a release that reads only that."""
+    """``segmentForm`` is AGENTRUN_SEGMENT_FORM: zstd by default, deflate or zlib-json for an
+    upgrade from a release that reads only those."""
 
     def form(*values: str) -> object:
         (deployment,) = by_kind(render(kube, helm, kube_version, *values), "Deployment")
         env = {e["name"]: e.get("value") for e in container_of(deployment)["env"]}
         return env["AGENTRUN_SEGMENT_FORM"]
 
-    assert form() == "deflate"
+    assert form() == "zstd"
+    assert form("--set", "segmentForm=deflate") == "deflate"
     assert form("--set", "segmentForm=zlib-json") == "zlib-json"
 
 

@@ -26,9 +26,11 @@ def test_the_pool_is_32_threads_unless_told(monkeypatch: pytest.MonkeyPatch) -> 
         OperatorConfig.from_environment()
 
 
-def test_the_segment_form_is_deflate_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_segment_form_is_zstd_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTRUN_STORE_URL", "memory://")
     monkeypatch.delenv("AGENTRUN_SEGMENT_FORM", raising=False)
+    assert OperatorConfig.from_environment().segment_form is SegmentForm.ZSTD
+    monkeypatch.setenv("AGENTRUN_SEGMENT_FORM", "deflate")
     assert OperatorConfig.from_environment().segment_form is SegmentForm.DEFLATE
     monkeypatch.setenv("AGENTRUN_SEGMENT_FORM", "zlib-json")
     assert OperatorConfig.from_environment().segment_form is SegmentForm.ZLIB_JSON

@@ -34,9 +34,10 @@ class OperatorConfig(FrozenModel):
     secret_max_age: float = Field(default=DEFAULT_MAX_AGE, ge=0)
     """Seconds a Secret read is used for before it is read again, 0 at every request
     (``kube_secrets``)."""
-    segment_form: SegmentForm = SegmentForm.DEFLATE
-    """The form transcript segments are written in (``SegmentForm``): ``zlib-json`` while
-    replicas of chart 0.2.0 or earlier may still take runs over."""
+    segment_form: SegmentForm = SegmentForm.ZSTD
+    """The form transcript segments are written in (``SegmentForm``): ``deflate`` while
+    replicas of chart 0.3.0 may still take runs over, ``zlib-json`` while replicas of chart 0.2.0
+    or earlier may."""
 
     @classmethod
     def from_environment(cls) -> OperatorConfig:
@@ -76,7 +77,7 @@ class OperatorConfig(FrozenModel):
 
 def _segment_form(given: str | None) -> SegmentForm:
     if not given:
-        return SegmentForm.DEFLATE
+        return SegmentForm.ZSTD
     try:
         return SegmentForm(given)
     except ValueError:
