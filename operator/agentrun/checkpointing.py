@@ -80,9 +80,8 @@ class CheckpointPolicy(FrozenModel):
     boundaries: frozenset[Boundary] = frozenset(Boundary)
     max_bytes: int = Field(default=DEFAULT_MAX_BYTES, gt=0)
     segment_form: SegmentForm = SegmentForm.ZSTD
-    """The form the transcript's segments are written in: ``SegmentForm.DEFLATE`` while a
-    worker of kit 0.2.0 (chart 0.3.0) may still take a run over, ``SegmentForm.ZLIB_JSON`` while
-    one of kit 0.1.0 (chart 0.2.0) or earlier may."""
+    """The form the transcript's segments are written in: ``SegmentForm.ZLIB_JSON`` while a
+    worker of kit 0.1.0 (chart 0.2.0) or earlier may still take a run over."""
 
 
 @dataclass(frozen=True)

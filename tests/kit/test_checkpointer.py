@@ -257,7 +257,7 @@ async def test_the_history_goes_out_of_line_and_grows_linearly(backend: MemoryBa
 
 
 # How the compacted and the transient segments of each form begin: ``SegmentForm.ZSTD`` keeps
-# raw deflate for the transient ones, and ``DEFLATE`` must write nothing kit 0.2.0 cannot read.
+# raw deflate for the transient ones, and ``DEFLATE`` writes no zstd frame.
 _BEGINNINGS = {
     SegmentForm.ZSTD: (ZSTD_SEGMENT, SEGMENT),
     SegmentForm.DEFLATE: (SEGMENT, SEGMENT),

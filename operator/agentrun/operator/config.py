@@ -35,9 +35,8 @@ class OperatorConfig(FrozenModel):
     """Seconds a Secret read is used for before it is read again, 0 at every request
     (``kube_secrets``)."""
     segment_form: SegmentForm = SegmentForm.ZSTD
-    """The form transcript segments are written in (``SegmentForm``): ``deflate`` while
-    replicas of chart 0.3.0 may still take runs over, ``zlib-json`` while replicas of chart 0.2.0
-    or earlier may."""
+    """The form transcript segments are written in (``SegmentForm``): ``zlib-json`` while
+    replicas of chart 0.2.0 or earlier may still take runs over."""
 
     @classmethod
     def from_environment(cls) -> OperatorConfig:
