@@ -199,19 +199,22 @@ async def test_a_service_nobody_answers_on_means_the_call_was_not_made(
     )
 
 
+@pytest.mark.parametrize("method", ["POST", "PUT"])
 @pytest.mark.parametrize("fault", ["dropped", "too slow"])
 async def test_a_request_sent_without_an_answer_leaves_the_call_indeterminate(
-    pool: Connections, memory: MemoryBackend, fault: str
+    pool: Connections, memory: MemoryBackend, fault: str, method: str
 ) -> None:
     """The service received the request, then the connection closed (or the tool's timeout
     passed) before any answer: whether it booked is unknown, so the side-effecting call is
-    indeterminate and a resume does not send it again."""
+    indeterminate and a resume does not send it again — nor does the HTTP client, whatever the
+    method (RFC 9112 lets a client resend an idempotent one on a closed connection)."""
     with endpoint() as server:
         if fault == "dropped":
             server.drop()
+            server.drop()  # what a resend would be answered with
         else:
             server.answer(201, {"seat": "12A"}, after=1.0)
-        defined = _agent(pool, server.url, timeoutSeconds=0.3)
+        defined = _agent(pool, server.url, timeoutSeconds=0.3, method=method)
         with pytest.raises(IndeterminateToolCallError, match=r"reserve \(call c0_0\)") as raised:
             await runner(memory, script(*TURNS)).run(defined, "go", tenant="t", run_id="r")
         assert "nobody knows whether it acted" in str(raised.value.__cause__)

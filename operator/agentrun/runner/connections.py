@@ -22,6 +22,8 @@ What ``_Transport`` does itself rather than take from ``httpx-aiohttp``:
   own transport does.
 * **Headers go out as written** (``Idempotency-Key``, not ``idempotency-key``), as ``httpx2``
   sent them: names are case-insensitive by the RFC, not by every service.
+* **No request sent twice**: aiohttp resends an idempotent method once on a closed connection;
+  that is switched off (``_session``).
 * **No cookie jar**: the pool is shared by every agent and tenant of a replica, and a cookie one
   server set must not ride along on anyone's next request. Neither the session's jar (aiohttp's)
   nor each client's (``httpx2`` keeps one per client, and a tool's client serves every run) keeps
@@ -140,7 +142,7 @@ class Connections:
     def _session(self) -> aiohttp.ClientSession:
         """Made at the first request, inside the event loop that serves it (aiohttp binds a
         session to its loop)."""
-        return aiohttp.ClientSession(
+        session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
                 limit=self.transport.limits.max_connections or 0,
                 keepalive_timeout=KEEPALIVE_SECONDS,
@@ -148,6 +150,13 @@ class Connections:
             ),
             cookie_jar=aiohttp.DummyCookieJar(),
         )
+        # aiohttp sends a GET, PUT or DELETE again, once, when the connection closes before an
+        # answer (RFC 9112 allows it for idempotent methods). A tool's PUT is a booking whose
+        # outcome is then unknown: it must be reported indeterminate, never sent twice. aiohttp
+        # has no public switch for it (its own tests set this attribute);
+        # tests/runner/test_http_tool.py fails if it stops working.
+        session._retry_connection = False
+        return session
 
     def client(
         self, *, headers: Mapping[str, str] | None = None, timeout: float | None = None
