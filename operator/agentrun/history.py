@@ -180,9 +180,10 @@ def encode_segment(
     is stored), and the segment's JSON.
 
     ``context`` is the JSON of the chain's segments before it, joined, oldest first, as
-    ``load_chain`` returns it: the segment is compressed (zlib level 6) against its last
-    ``CONTEXT_BYTES``. A ``transient`` segment, one the next compacted segment replaces, is
-    compressed fast instead (level 1, against the last ``TRANSIENT_CONTEXT_BYTES``): it is kept
+    ``load_chain`` returns it: the segment is compressed (``form``: a zstd frame at
+    ``ZSTD_LEVEL`` or zlib level 6) against its last ``CONTEXT_BYTES``. A ``transient`` segment,
+    one the next compacted segment replaces, is compressed fast instead (deflate level 1 in every
+    form, against the last ``TRANSIENT_CONTEXT_BYTES``): it is kept
     for at most 15 boundaries, and for a turn's 4 KB tool result level 6 against 32 KB took
     ~290 µs (the dictionary alone ~60 µs) where this takes ~22 µs, for ~20 % more bytes
     (measured on the booking conversation of ``bench.boundaries``). The header says how much
@@ -194,8 +195,9 @@ def encode_segment(
     level, window = (1, TRANSIENT_CONTEXT_BYTES) if transient else (6, CONTEXT_BYTES)
     dictionary = context[-window:]
     if form is SegmentForm.ZSTD and not transient:
-        header = ZSTD_SEGMENT + bytes((len(digest),)) + digest + len(dictionary).to_bytes(2, "big")
-        return header + _zstd_compressed(array, dictionary), array
+        return _binary_header(ZSTD_SEGMENT, digest, dictionary) + _zstd_compressed(
+            array, dictionary
+        ), array
     if form is SegmentForm.ZLIB_JSON:
         # ``Segment``'s JSON, as releases that read only this form wrote and validate it.
         body = b'{"previous":' + json.dumps(previous).encode() + b',"messages":' + array + b"}"
@@ -203,7 +205,7 @@ def encode_segment(
         wbits = 15
     else:
         body = array
-        header = SEGMENT + bytes((len(digest),)) + digest + len(dictionary).to_bytes(2, "big")
+        header = _binary_header(SEGMENT, digest, dictionary)
         wbits = -15
     compressor = (
         zlib.compressobj(level, zlib.DEFLATED, wbits, zdict=dictionary)
@@ -211,6 +213,12 @@ def encode_segment(
         else zlib.compressobj(level, zlib.DEFLATED, wbits)
     )
     return header + compressor.compress(body) + compressor.flush(), body
+
+
+def _binary_header(form: bytes, digest: bytes, dictionary: bytes) -> bytes:
+    """The header of ``SEGMENT`` and ``ZSTD_SEGMENT``: the form, the previous digest with its
+    length, and the dictionary's length."""
+    return form + bytes((len(digest),)) + digest + len(dictionary).to_bytes(2, "big")
 
 
 def _zstd_compressed(body: bytes, dictionary: bytes) -> bytes:

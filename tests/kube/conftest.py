@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.counting_api import CountingApi
 from tests.support.kube import (
     REPO,
     ControlPlane,
@@ -121,3 +122,13 @@ def operators(
         yield pool
     finally:
         pool.stop_all()
+
+
+@pytest.fixture
+def api(kube: Kube) -> Iterator[CountingApi]:
+    """A ``KubeApi`` on the test's control plane that counts its requests."""
+    counting = CountingApi(kube)
+    try:
+        yield counting
+    finally:
+        counting.close()

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from tests.kube.test_status_writer import CountingApi, create_run
+from tests.support.agentruns import create_run
+from tests.support.counting_api import CountingApi
 from tests.support.kube import Kube
 from tests.support.workers import lone_worker
 
@@ -28,15 +27,6 @@ from agentrun.stores import open_backend
 POLL = 0.5
 LATE = 3 * POLL
 """When the watch brings the winner's claim: later than a poll interval."""
-
-
-@pytest.fixture
-def api(kube: Kube) -> Iterator[CountingApi]:
-    counting = CountingApi(kube)
-    try:
-        yield counting
-    finally:
-        counting.close()
 
 
 def _run(kube: Kube, name: str) -> dict[str, Any]:

@@ -9,64 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes.config import new_client_from_config
+from tests.support.agentruns import create_run
+from tests.support.counting_api import CountingApi
 from tests.support.kube import Kube
 
 from agentrun.operator import conditions as c
-from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.resource import AgentRunStatus
 from agentrun.operator.status import PROGRESS_EVERY, StatusWriter, Superseded
 from agentrun.outcomes import CHECKPOINTED, SUCCEEDED
 from agentrun.redaction import Masker
-
-
-class CountingApi(KubeApi):
-    def __init__(self, kube: Kube) -> None:
-        # The client's loader is untyped; it returns an ApiClient.
-        super().__init__(new_client_from_config(config_file=str(kube.kubeconfig)))  # type: ignore[no-untyped-call]
-        self.requests: list[str] = []
-
-    async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        self.requests.append("GET")
-        return await super().get(namespace, name)
-
-    async def patch_status(
-        self, namespace: str, name: str, operations: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        self.requests.append("PATCH")
-        return await super().patch_status(namespace, name, operations)
-
-
-@pytest.fixture
-def api(kube: Kube) -> Iterator[CountingApi]:
-    counting = CountingApi(kube)
-    try:
-        yield counting
-    finally:
-        counting.close()
-
-
-def create_run(kube: Kube, name: str) -> None:
-    """An AgentRun of the ``booking`` agent, created with kubectl."""
-    kube.kubectl(
-        "apply",
-        "-f",
-        "-",
-        stdin=textwrap.dedent(f"""\
-            apiVersion: agentrun.dev/v1alpha1
-            kind: AgentRun
-            metadata:
-              name: {name}
-            spec:
-              agent: booking
-              input: go
-            """),
-    )
 
 
 def _status(kube: Kube, name: str) -> tuple[int, dict[str, Any]]:

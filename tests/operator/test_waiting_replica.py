@@ -57,17 +57,22 @@ def _event(body: dict[str, Any], news: News, status: dict[str, Any]) -> None:
     news.arrived("MODIFIED")
 
 
+def _run_body(status: dict[str, Any]) -> dict[str, Any]:
+    """The run as the waiting replica's watch shows it, with ``status``."""
+    return {
+        "metadata": {"namespace": TENANT, "name": "run", "uid": RUN_ID},
+        "spec": {"agent": "quick", "input": "go"},
+        "status": dict(status),
+    }
+
+
 async def test_progress_events_do_not_send_the_waiting_replica_to_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with await open_backend(f"sqlite:///{tmp_path / 'state.db'}") as backend:
         lease = await backend.leases.acquire(TENANT, RUN_ID, "replica-a", ttl=60)
         running = {"lease": {"holder": "replica-a", "fence": lease.fence}, "iteration": 0}
-        body: dict[str, Any] = {
-            "metadata": {"namespace": TENANT, "name": "run", "uid": RUN_ID},
-            "spec": {"agent": "quick", "input": "go"},
-            "status": dict(running),
-        }
+        body = _run_body(running)
         news = News()
         worker = _worker(backend, body, news)
         counting = Counted(backend.leases.held)
@@ -91,11 +96,7 @@ async def test_a_run_shown_over_ends_the_wait_at_once(tmp_path: Path) -> None:
     async with await open_backend(f"sqlite:///{tmp_path / 'state.db'}") as backend:
         lease = await backend.leases.acquire(TENANT, RUN_ID, "replica-a", ttl=60)
         held = {"lease": {"holder": "replica-a", "fence": lease.fence}}
-        body: dict[str, Any] = {
-            "metadata": {"namespace": TENANT, "name": "run", "uid": RUN_ID},
-            "spec": {"agent": "quick", "input": "go"},
-            "status": dict(held),
-        }
+        body = _run_body(held)
         news = News()
         waiting = asyncio.create_task(_worker(backend, body, news)._wait_for_lease())
         await asyncio.sleep(0.05)
@@ -112,11 +113,7 @@ async def test_while_nothing_changes_the_waiting_replica_asks_less_and_less_ofte
     async with await open_backend(f"sqlite:///{tmp_path / 'state.db'}") as backend:
         lease = await backend.leases.acquire(TENANT, RUN_ID, "replica-a", ttl=60)
         held = {"lease": {"holder": "replica-a", "fence": lease.fence}}
-        body: dict[str, Any] = {
-            "metadata": {"namespace": TENANT, "name": "run", "uid": RUN_ID},
-            "spec": {"agent": "quick", "input": "go"},
-            "status": dict(held),
-        }
+        body = _run_body(held)
         news = News()
         counting = Counted(backend.leases.held)
         monkeypatch.setattr(backend.leases, "held", counting)

@@ -103,3 +103,21 @@ def book_slowly(kube: Kube, operators: Operators, effects: Path, name: str, ttl:
 
 def lease_of(kube: Kube, name: str) -> dict[str, Any]:
     return dict((get_run(kube, name).get("status") or {}).get("lease") or {})
+
+
+def create_run(kube: Kube, name: str) -> None:
+    """An AgentRun of the ``booking`` agent, created with kubectl."""
+    kube.kubectl(
+        "apply",
+        "-f",
+        "-",
+        stdin=textwrap.dedent(f"""\
+            apiVersion: agentrun.dev/v1alpha1
+            kind: AgentRun
+            metadata:
+              name: {name}
+            spec:
+              agent: booking
+              input: go
+            """),
+    )
