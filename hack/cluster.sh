@@ -34,9 +34,12 @@
 # AGENTRUN_CLUSTER_DIR moves the cluster's state (default /var/lib/agentrun-cluster).
 set -euo pipefail
 # shellcheck source=hack/images.sh
-source "$(dirname "${BASH_SOURCE[0]}")/images.sh"
+# kube-tools.sh (sourced below) changes into the repository root, so the next source needs an
+# absolute path: a relative $0 (`bash main/hack/cluster.sh` from elsewhere) would no longer resolve.
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$HACK_DIR/images.sh"
 # shellcheck source=hack/lib/cluster-host.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-host.sh" # SYSCTLS, egress_chain, step
+source "$HACK_DIR/lib/cluster-host.sh" # SYSCTLS, egress_chain, step
 
 CLUSTER_DIR="${AGENTRUN_CLUSTER_DIR:-/var/lib/agentrun-cluster}"
 RUN_DIR=/run/agentrun-cluster

@@ -24,9 +24,12 @@
 # `down` restores them (hack/lib/cluster-host.sh, which both scripts source).
 set -euo pipefail
 # shellcheck source=hack/kind-tools.sh
-source "$(dirname "${BASH_SOURCE[0]}")/kind-tools.sh"
+# kube-tools.sh (sourced below) changes into the repository root, so the next source needs an
+# absolute path: a relative $0 (`bash main/hack/cluster.sh` from elsewhere) would no longer resolve.
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$HACK_DIR/kind-tools.sh"
 # shellcheck source=hack/lib/cluster-host.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-host.sh" # SYSCTLS, egress_chain, step
+source "$HACK_DIR/lib/cluster-host.sh" # SYSCTLS, egress_chain, step
 
 KIND_CLUSTER="${AGENTRUN_KIND_CLUSTER:-agentrun-e2e}"
 KIND_DIR="${AGENTRUN_KIND_DIR:-/var/lib/agentrun-kind}"
@@ -40,7 +43,7 @@ API_SERVICE_IP=10.96.0.1
 EGRESS_CHAIN=AGENTRUN-KIND-EGRESS
 SAVED_SYSCTLS="$CACHE_DIR/kind-sysctls.saved"
 DOCKERD_PIDFILE="$KIND_DIR/dockerd.pid"
-RUNC_WRAPPER="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kind/runc-without-missing-caps"
+RUNC_WRAPPER="$HACK_DIR/kind/runc-without-missing-caps"
 export PATH="$PATH:$BIN_DIR" # kubectl: hack/kube-tools.sh builds one only where the machine has none
 
 # kind drives the docker client on PATH: Debian's, talking to this dockerd.
