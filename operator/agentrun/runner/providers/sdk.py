@@ -180,14 +180,16 @@ class SdkProvider(Generic[Client]):
     through its typed-dict transform (aliases and file encodings, none of which a chat of plain
     JSON has). ``post`` keeps the rest: the SDK's retries, timeouts, typed errors and typed reply;
     the key read for the request goes in its ``Authorization`` header as the client's own
-    ``api_key`` would (both SDKs send it as a bearer token), or the header is left out.
+    ``api_key`` would (both SDKs send it as a bearer token), or the header is left out
+    (``RequestKeyAuth``).
     """
 
     default_url = ""
     path = ""
     failures: Failures
     traced: Mapping[str, str] = {}
-    """Request options the resource method would have given ``post`` besides the headers."""
+    """Request options the resource method would have given ``post`` (the name and route of the
+    SDK's span for the call, where the SDK makes one)."""
 
     def __init__(
         self,
