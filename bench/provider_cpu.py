@@ -1,11 +1,12 @@
 """What a model call costs the replica's interpreter: the HTTP pool under it, and how it is sent.
 
-``python3 -m bench.provider_cpu`` starts the fake OpenAI-compatible server
-(``agentrun.testing.model_server``, answering at once) in a thread, then makes ``--calls`` chat
-requests in batches of ``--concurrency`` with a conversation of eight messages and one tool, four
-ways: over ``httpx2``'s own pool or ``Connections`` (aiohttp's pool), each through the SDK's
-``chat.completions.create`` on a ``with_options(api_key=)`` copy (how the provider sent them
-before) or through ``OpenAIChatProvider.complete`` (the SDK's ``post``, as it sends them now).
+``python3 -m bench.provider_cpu`` starts the fake model server (``agentrun.testing.model_server``,
+answering at once in OpenAI's and Anthropic's formats) in a thread, then makes ``--calls`` model
+requests in batches of ``--concurrency`` with a conversation of eight messages and one tool, for
+each provider four ways: over ``httpx2``'s own pool or ``Connections`` (aiohttp's pool), each
+through the SDK's resource method (``chat.completions.create``, ``messages.create``) on a
+``with_options(api_key=)`` copy (how the providers sent them before) or through the provider's
+``complete`` (the SDK's ``post``, as they send them now), with the same body.
 It reports the CPU time of the thread that runs the event loop, per call: the server's thread is
 not counted, so the figure is the client's cost alone. Ratios within one run are what to read;
 the absolute figures follow the machine.
@@ -22,10 +23,12 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import httpx2
 from pydantic import JsonValue
+from tests.runner.models import Kind, by_the_sdk_method
 
 from agentrun.messages import Message
 from agentrun.runner.connections import MAX_CONNECTIONS, Connections
-from agentrun.runner.providers.openai import OpenAIChatProvider, _wire_message
+from agentrun.runner.providers.anthropic import AnthropicMessagesProvider
+from agentrun.runner.providers.openai import OpenAIChatProvider
 from agentrun.testing.model_server import ModelServer, Turn, serving
 
 KEY = "sk-bench-not-a-real-key"
@@ -44,8 +47,10 @@ TOOL: dict[str, JsonValue] = {
 }
 
 
-async def per_call(server: ModelServer, pool: str, path: str, calls: int, batch: int) -> float:
-    """CPU milliseconds of this thread per call, for one pool and one way of sending."""
+async def per_call(
+    server: ModelServer, kind: Kind, pool: str, path: str, calls: int, batch: int
+) -> float:
+    """CPU milliseconds of this thread per call, for one provider, pool and way of sending."""
     connections = Connections() if pool == "aiohttp" else None
     http = (
         connections.client()
@@ -56,22 +61,23 @@ async def per_call(server: ModelServer, pool: str, path: str, calls: int, batch:
             )
         )
     )
-    provider = OpenAIChatProvider(server.openai_url, api_key=KEY, http_client=http)
-    request = {
-        "model": "bench-model",
-        "messages": [_wire_message(message) for message in CONVERSATION],
-        "tools": [{"type": "function", "function": TOOL}],
-    }
-
-    async def create() -> object:
-        copy = provider.client.with_options(api_key=KEY)
-        return await copy.chat.completions.create(**request)  # type: ignore[call-overload]
+    provider = (
+        OpenAIChatProvider(server.openai_url, api_key=KEY, http_client=http)
+        if kind == "openai"
+        else AnthropicMessagesProvider(server.anthropic_url, api_key=KEY, http_client=http)
+    )
 
     async def complete() -> object:
         return await provider.complete(model="bench-model", messages=CONVERSATION, tools=[TOOL])
 
+    await complete()  # the first connection, imports and caches: not counted
+    body = server.seen[-1].body  # what both ways send
+
+    async def create() -> object:
+        return await by_the_sdk_method(provider, body, KEY)
+
     call: Callable[[], Awaitable[object]] = create if path == "create" else complete
-    await call()  # the first connection, imports and caches: not counted
+    await call()
     started = time.thread_time()
     for _ in range(calls // batch):
         await asyncio.gather(*(call() for _ in range(batch)))
@@ -87,17 +93,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=1000, help="calls a way (1000)")
     parser.add_argument("--concurrency", type=int, default=50, help="calls at once (50)")
     args = parser.parse_args(argv)
+    kinds: tuple[Kind, ...] = ("openai", "anthropic")
     rows = []
     with serving([Turn(text="done")]) as server:
-        for pool in ("httpx2", "aiohttp"):
-            for path in ("create", "complete"):
-                spent = asyncio.run(per_call(server, pool, path, args.calls, args.concurrency))
-                rows.append((pool, path, spent))
-    base = rows[0][2]
-    print(f"{'pool':8} | {'sent with':38} | CPU-ms a call | against the first")
-    for pool, path, spent in rows:
+        for kind in kinds:
+            for pool in ("httpx2", "aiohttp"):
+                for path in ("create", "complete"):
+                    spent = asyncio.run(
+                        per_call(server, kind, pool, path, args.calls, args.concurrency)
+                    )
+                    rows.append((kind, pool, path, spent))
+    print(f"{'provider':9} | {'pool':8} | {'sent with':38} | CPU-ms a call | against its first")
+    for kind, pool, path, spent in rows:
+        base = next(row[3] for row in rows if row[0] == kind)
         how = "create on a with_options copy" if path == "create" else "complete (the SDK's post)"
-        print(f"{pool:8} | {how:38} | {spent:13.2f} | {spent / base:.2f}")
+        print(f"{kind:9} | {pool:8} | {how:38} | {spent:13.2f} | {spent / base:.2f}")
     print(
         f"{args.calls} calls a way, {args.concurrency} at once; {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.1f} at the end"

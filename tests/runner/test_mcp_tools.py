@@ -7,17 +7,22 @@ fail means for the run.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 
 import pytest
 from mcp.types import Tool as McpTool
 from mcp.types import ToolAnnotations
+from pydantic import JsonValue
 
 from agentrun.errors import ConfigurationError, IndeterminateToolCallError, RevisionMismatchError
 from agentrun.idempotency import ClaimState, derive_key, marker_key, remote_key
+from agentrun.messages import Message
 from agentrun.runner.connections import Connections
 from agentrun.runner.declared import DeclaredAgent
 from agentrun.runner.mcp_tools import McpServer, disposition_of
+from agentrun.runner.providers.base import ModelReply
+from agentrun.runner.providers.scripted import ScriptedProvider
 from agentrun.runner.results import RunStatus
 from agentrun.runner.secrets import MappingSecrets
 from agentrun.runner.spec import AgentSpec, McpServerSpec
@@ -26,6 +31,7 @@ from agentrun.stores.memory import MemoryBackend
 from agentrun.testing.mcp_server import McpBooks
 from agentrun.testing.mcp_server import serving as mcp_serving
 from tests.runner.helpers import agent, runner, script, tool_results
+from tests.support.gateway import gateway
 
 
 @pytest.fixture
@@ -227,6 +233,82 @@ async def test_a_server_gone_before_the_call_means_the_call_was_not_made(
     assert result.status is RunStatus.COMPLETED
     told = tool_results(result.messages)["c0_0"]
     assert told.startswith("error: the call was not made: MCP server 'airline'")
+
+
+@dataclass
+class Before:
+    """The scripted model, with something done before each of its turns."""
+
+    model: ScriptedProvider
+    each_turn: Callable[[], None]
+
+    async def complete(
+        self, *, model: str, messages: Sequence[Message], tools: Sequence[dict[str, JsonValue]]
+    ) -> ModelReply:
+        self.each_turn()
+        return await self.model.complete(model=model, messages=messages, tools=tools)
+
+
+CHARGE: dict[str, JsonValue] = {"order_id": "o-1", "amount_cents": 4200}
+
+
+async def test_a_call_whose_connection_is_refused_was_not_made_and_is_made_once_the_server_is_up(
+    airline: McpBooks, pool: Connections, memory: MemoryBackend
+) -> None:
+    """The session opens, then the server goes down: the ``tools/call`` POST is refused before a
+    byte of it is written. The model is told the call was not made, asks again once the server
+    is back, and the card is charged once."""
+    with gateway(airline.url) as (door, url):
+        tools = await _tools(airline, pool, url=url)
+        door.forwarded.clear()
+        door.go_down_after("server/discover")
+        model = Before(
+            script([("charge_card", CHARGE)], [("charge_card", CHARGE)], "done"), door.up
+        )
+        result = await runner(memory, model).run(
+            agent(tools["charge_card"]), "go", tenant="t", run_id="r"
+        )
+    assert result.status is RunStatus.COMPLETED
+    told = tool_results(result.messages)
+    assert told["c0_0"].startswith("error: the call was not made: MCP server 'airline'")
+    assert "ConnectError" in told["c0_0"]
+    assert told["c1_0"] == "charged 4200 cents for o-1"
+    assert airline.charges == [("o-1", 4200)]
+    assert door.forwarded == ["server/discover", "server/discover", "tools/call", "tools/list"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "forwarded"),
+    [
+        ("dropped after the server answered", ["server/discover", "tools/call"]),
+        ("refused after the call, on the listing", ["server/discover", "tools/call"]),
+    ],
+)
+async def test_a_call_that_reached_the_server_stays_indeterminate_whatever_failed_after(
+    airline: McpBooks, pool: Connections, memory: MemoryBackend, fault: str, forwarded: list[str]
+) -> None:
+    """The server received the call and acted. Whether the connection is then dropped, or the
+    next request of the session (the listing the SDK reads the result's schema from) is refused
+    at connect, the kit cannot know that it acted: indeterminate, and never sent again."""
+    with gateway(airline.url) as (door, url):
+        tools = await _tools(airline, pool, url=url)
+        door.forwarded.clear()
+        if fault.startswith("dropped"):
+            door.drop("tools/call")
+        else:
+            door.go_down_after("tools/call")
+        with pytest.raises(IndeterminateToolCallError) as raised:
+            await runner(memory, script([("charge_card", CHARGE)], "done")).run(
+                agent(tools["charge_card"]), "go", tenant="t", run_id="r"
+            )
+        assert isinstance(raised.value.__cause__, ToolTransportError)
+        assert door.forwarded == forwarded
+        door.up()
+        with pytest.raises(IndeterminateToolCallError):
+            await runner(memory, script([("charge_card", CHARGE)], "done"), holder="b").resume(
+                agent(tools["charge_card"]), "r", tenant="t"
+            )
+    assert airline.charges == [("o-1", 4200)]
 
 
 async def test_a_destructive_call_sent_without_an_answer_is_indeterminate(

@@ -10,20 +10,26 @@ retries are spent.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
+from anthropic import AsyncAnthropic
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentrun.frontier import Boundary
 from agentrun.messages import Message, ToolCall, Usage
 from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.pricing import ModelPrice, PriceTable
+from agentrun.runner.providers.anthropic import AnthropicMessagesProvider
 from agentrun.runner.providers.base import ProviderError
 from agentrun.runner.results import RunStatus
 from agentrun.runner.secrets import MappingSecrets, SecretKeyRef, SecretReference
 from agentrun.stores.memory import MemoryBackend
 from agentrun.testing.model_server import Turn, serving
 from tests.runner.helpers import Probe, runner, tool_results
-from tests.runner.models import Kind, path, provider
+from tests.runner.models import Kind, by_the_sdk_method, path, provider
 
 CONVERSATION = (Message.of("system", "Be brief."), Message.of("user", "book LH1172"))
 SCHEMA = Probe("act").tool().schema()
@@ -64,6 +70,69 @@ async def test_tool_calls_usage_tools_and_key_go_over_the_wire(kind: Kind) -> No
                 "input_schema": SCHEMA["parameters"],
             }
         ]
+
+
+# Set by the SDK per attempt, or by the server's side of the connection.
+PER_ATTEMPT = {"x-stainless-retry-count", "x-stainless-read-timeout", "traceparent"}
+
+
+def _lasting(headers: Any) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items() if k.lower() not in PER_ATTEMPT}
+
+
+async def test_the_request_is_the_one_the_sdks_own_method_sends(kind: Kind) -> None:
+    with serving([ACT, ACT]) as server:
+        asked = provider(kind, server)
+        await asked.complete(model="gpt-x", messages=CONVERSATION, tools=[SCHEMA])
+        await by_the_sdk_method(asked, server.seen[0].body, "sk-test-key")
+    ours, theirs = server.seen
+    assert ours.path == theirs.path == path(kind)
+    assert ours.body == theirs.body
+    assert _lasting(ours.headers) == _lasting(theirs.headers)
+    if kind == "anthropic":
+        assert ours.headers["anthropic-version"]  # the API version the SDK speaks
+
+
+async def test_a_call_makes_no_copy_of_the_sdk_client(
+    kind: Kind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy (``with_options``) builds a whole client: the CPU of a model call, not its work."""
+    with serving([DONE]) as server:
+        asked = provider(kind, server)
+
+        def copied(**_: object) -> None:
+            raise AssertionError("the SDK client was copied for a call")
+
+        monkeypatch.setattr(asked.client, "copy", copied)
+        monkeypatch.setattr(asked.client, "with_options", copied)
+        reply = await asked.complete(model="m", messages=CONVERSATION, tools=[])
+    assert reply.text == "Booked."
+
+
+class TracedAnthropic(AnthropicMessagesProvider):
+    """The provider with its SDK client's spans going to ``exported``, as a traced replica's go to
+    the global tracer provider."""
+
+    exported = InMemorySpanExporter()
+
+    def connect(self, **options: Any) -> AsyncAnthropic:
+        traces = TracerProvider()
+        traces.add_span_processor(SimpleSpanProcessor(self.exported))
+        return super().connect(**options, open_telemetry={"tracer_provider": traces})
+
+
+async def test_a_traced_anthropic_call_has_the_sdks_span_and_sends_its_context() -> None:
+    with serving([DONE, DONE]) as server:
+        asked = TracedAnthropic(server.anthropic_url, api_key="sk-test-key")
+        await asked.complete(model="m", messages=CONVERSATION, tools=[])
+        await by_the_sdk_method(asked, server.seen[0].body, "sk-test-key")
+    ours, theirs = TracedAnthropic.exported.get_finished_spans()
+    assert ours.name == theirs.name == "anthropic.messages.create"
+    assert ours.attributes == theirs.attributes
+    assert [seen.headers["traceparent"].split("-")[1] for seen in server.seen] == [
+        f"{ours.context.trace_id:032x}",
+        f"{theirs.context.trace_id:032x}",
+    ]
 
 
 async def test_without_a_key_no_authorization_is_sent(kind: Kind) -> None:

@@ -32,7 +32,7 @@ What ``_Transport`` does itself rather than take from ``httpx-aiohttp``:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 
@@ -159,11 +159,20 @@ class Connections:
         return session
 
     def client(
-        self, *, headers: Mapping[str, str] | None = None, timeout: float | None = None
+        self,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        on_request: Callable[[httpx2.Request], Awaitable[None]] | None = None,
     ) -> httpx2.AsyncClient:
-        """A client over the shared pool; ``timeout`` bounds each request (None: none)."""
+        """A client over the shared pool; ``timeout`` bounds each request (None: none), and
+        ``on_request`` is shown every request the client hands to the transport."""
         return httpx2.AsyncClient(
-            transport=self.transport, headers=headers, timeout=timeout, cookies=_no_cookies()
+            transport=self.transport,
+            headers=headers,
+            timeout=timeout,
+            cookies=_no_cookies(),
+            event_hooks={"request": [on_request]} if on_request else None,
         )
 
     async def aclose(self) -> None:

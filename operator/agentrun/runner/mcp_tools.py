@@ -24,8 +24,10 @@ that was never sent. What the outcomes mean:
   are ``ToolError``, told to the model;
 * a session that cannot be opened means ``tools/call`` was never sent: ``ToolError`` too (the
   call was not made, and the model is told so);
-* anything that goes wrong once ``tools/call`` is on its way is ``ToolTransportError``: nobody
-  knows whether the tool acted, so the loop leaves a side-effecting call indeterminate.
+* so does a ``tools/call`` whose connection could not be made (``Unsent``): the server may have
+  gone down between opening the session and the call;
+* anything else that goes wrong once ``tools/call`` is on its way is ``ToolTransportError``:
+  nobody knows whether the tool acted, so the loop leaves a side-effecting call indeterminate.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
+import httpx2
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import (
@@ -120,6 +123,46 @@ def _flattened(error: BaseException) -> str:
     return f"{type(inner).__name__}: {inner}"
 
 
+@dataclass
+class Unsent:
+    """Tells, once a session failed, whether its ``tools/call`` certainly never left.
+
+    It is shown every request the session's client hands to the transport (an ``httpx2``
+    request hook). The call was not made when the session failed with ``httpx2.ConnectError``
+    alone, raised for the one and only ``tools/call`` request handed over. That is certain
+    because: the shared transport raises ``ConnectError`` only when aiohttp could not get a
+    connection (refused, DNS, TLS handshake: ``ClientConnectorError``), which is before any byte
+    of the request is written (a connection lost after that is ``RemoteProtocolError`` or
+    ``ReadError``, a timeout is ``ConnectTimeout`` or ``ReadTimeout``: all left indeterminate);
+    the error names its request, so a refused ``tools/list`` after the tool ran is not mistaken
+    for it; and no other ``tools/call`` went out in the session, so no earlier attempt of the
+    same call can have reached the server."""
+
+    handed: list[httpx2.Request] = field(default_factory=list)
+
+    async def hand(self, request: httpx2.Request) -> None:
+        self.handed.append(request)
+
+    def never_left(self, error: BaseException) -> bool:
+        inner = _innermost(error)
+        if not isinstance(inner, httpx2.ConnectError):
+            return False
+        try:
+            refused = inner.request
+        except RuntimeError:  # an error that names no request says nothing about this one
+            return False
+        calls = [request for request in self.handed if _jsonrpc_method(request) == "tools/call"]
+        return len(calls) == 1 and refused is calls[0]
+
+
+def _jsonrpc_method(request: httpx2.Request) -> object:
+    try:
+        sent = json.loads(request.content) if request.method == "POST" else None
+    except (httpx2.RequestNotRead, ValueError):
+        return None
+    return sent.get("method") if isinstance(sent, dict) else None
+
+
 class McpServer:
     def __init__(
         self,
@@ -133,8 +176,12 @@ class McpServer:
         self.secrets = secrets
         self.discovered: tuple[DiscoveredTool, ...] = ()
 
-    def _client(self, headers: dict[str, str]) -> Client:
-        http = self.connections.client(headers=headers, timeout=self.spec.timeout_seconds)
+    def _client(self, headers: dict[str, str], unsent: Unsent | None = None) -> Client:
+        http = self.connections.client(
+            headers=headers,
+            timeout=self.spec.timeout_seconds,
+            on_request=unsent.hand if unsent else None,
+        )
         return Client(
             streamable_http_client(self.spec.url, http_client=http),
             read_timeout_seconds=self.spec.timeout_seconds,
@@ -225,16 +272,17 @@ class McpServer:
         # An open map on the wire; its TypedDict only names the keys MCP reserves.
         meta = cast(RequestParamsMeta, {IDEMPOTENCY_META: key}) if key is not None else None
         opened = False
+        unsent = Unsent()
         result: CallToolResult | None = None
         try:
-            async with self._client(headers) as client:
+            async with self._client(headers, unsent) as client:
                 opened = True
                 result = await client.call_tool(name, given, meta=meta)
         except Exception as error:
             said = revealed.scrub(_flattened(error))
             if result is not None:  # the answer came; only closing the session failed
                 logger.warning("MCP server %s: closing a session failed: %s", self.spec.name, said)
-            elif not opened:
+            elif not opened or unsent.never_left(error):
                 raise ToolError(
                     f"the call was not made: MCP server {self.spec.name!r} at {self.spec.url} "
                     f"could not be reached ({said})"

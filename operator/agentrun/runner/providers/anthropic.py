@@ -3,7 +3,9 @@
 Maps the kit's conversation to the Messages API's: system messages become the ``system``
 parameter, a tool call is a ``tool_use`` block of the assistant's turn, and the results of one
 turn's calls go back together as ``tool_result`` blocks of the next user turn. Transport, pooling,
-timeouts and retries are the SDK's (see ``providers.sdk``).
+timeouts and retries are the SDK's (see ``providers.sdk``), and so is the request's span: the
+request is posted with the span name and route ``messages.create`` gives its own, so a traced
+call has the SDK's ``anthropic.messages.create`` span and sends its trace context as before.
 """
 
 from __future__ import annotations
@@ -21,9 +23,6 @@ from agentrun.messages import Message, ToolCall, Usage
 from agentrun.runner.providers import sdk
 from agentrun.runner.providers.base import ModelReply
 
-FAILURES = sdk.Failures(
-    anthropic.APIStatusError, anthropic.APIConnectionError, anthropic.APIResponseValidationError
-)
 ANTHROPIC_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 4096
 """The Messages API requires a cap on the reply's length; this one when the settings give none."""
@@ -82,13 +81,22 @@ def _reply(answer: AnthropicMessage) -> ModelReply:
     )
 
 
+class _KeyedAnthropic(sdk.KeyedByRequest, AsyncAnthropic):
+    """``AsyncAnthropic`` sending the key of the request in progress (``sdk.KeyedByRequest``)."""
+
+
 class AnthropicMessagesProvider(sdk.SdkProvider[AsyncAnthropic]):
     """The Messages API through ``AsyncAnthropic``; see the module's notes."""
 
     default_url = ANTHROPIC_URL
+    path = "/v1/messages"
+    failures = sdk.Failures(
+        anthropic.APIStatusError, anthropic.APIConnectionError, anthropic.APIResponseValidationError
+    )
+    traced = {"span_name": "anthropic.messages.create", "span_route": "/v1/messages"}
 
     def connect(self, **options: Any) -> AsyncAnthropic:
-        return AsyncAnthropic(**options)
+        return _KeyedAnthropic(**options)
 
     async def complete(
         self,
@@ -116,16 +124,4 @@ class AnthropicMessagesProvider(sdk.SdkProvider[AsyncAnthropic]):
             ]
         if self.settings.temperature is not None:
             request["temperature"] = self.settings.temperature
-        client = self.client
-
-        async def send(key: str | None) -> AnthropicMessage:
-            answer: AnthropicMessage
-            if key is None:
-                answer = await client.messages.create(
-                    **request, extra_headers={"Authorization": anthropic.omit}
-                )
-            else:
-                answer = await client.with_options(api_key=key).messages.create(**request)
-            return answer
-
-        return await self.endpoint.ask(FAILURES, send, _reply)
+        return await self.ask(request, AnthropicMessage, _reply)

@@ -5,12 +5,9 @@ llama.cpp, Ollama's compatible endpoint) accept. Transport, pooling, timeouts an
 the SDK's (see ``providers.sdk``); this module maps the kit's messages to the wire format and the
 reply back, tool-call ids exactly as the endpoint sent them.
 
-The request is sent with the SDK's public ``post`` rather than ``chat.completions.create``:
-``create`` walks the whole conversation through the SDK's typed-dict transform at every call
-(aliases and file encodings, none of which a chat of plain JSON has), and ``with_options(api_key=)``
-copies the client for every key; together a sixth of what a replica spent on model calls under
-``bench.agent_scale``. ``post`` keeps the rest: the SDK's retries, timeouts, errors and the
-typed ``ChatCompletion``; the key read for the request goes in its ``Authorization`` header.
+The request is sent with the SDK's public ``post`` rather than ``chat.completions.create`` on a
+``with_options(api_key=)`` copy (``SdkProvider``): together the typed-dict transform and the copy
+were a sixth of what a replica spent on model calls under ``bench.agent_scale``.
 """
 
 from __future__ import annotations
@@ -28,11 +25,7 @@ from agentrun.messages import Message, ToolCall, Usage
 from agentrun.runner.providers import sdk
 from agentrun.runner.providers.base import ModelReply
 
-FAILURES = sdk.Failures(
-    openai.APIStatusError, openai.APIConnectionError, openai.APIResponseValidationError
-)
 OPENAI_URL = "https://api.openai.com/v1"
-COMPLETIONS = "/chat/completions"
 
 
 def _wire_message(message: Message) -> dict[str, Any]:
@@ -77,13 +70,21 @@ def _reply(completion: ChatCompletion) -> ModelReply:
     )
 
 
+class _KeyedOpenAI(sdk.KeyedByRequest, AsyncOpenAI):
+    """``AsyncOpenAI`` sending the key of the request in progress (``sdk.KeyedByRequest``)."""
+
+
 class OpenAIChatProvider(sdk.SdkProvider[AsyncOpenAI]):
     """Chat completions through ``AsyncOpenAI``; see the module's notes."""
 
     default_url = OPENAI_URL
+    path = "/chat/completions"
+    failures = sdk.Failures(
+        openai.APIStatusError, openai.APIConnectionError, openai.APIResponseValidationError
+    )
 
     def connect(self, **options: Any) -> AsyncOpenAI:
-        return AsyncOpenAI(**options)
+        return _KeyedOpenAI(**options)
 
     async def complete(
         self,
@@ -102,15 +103,4 @@ class OpenAIChatProvider(sdk.SdkProvider[AsyncOpenAI]):
             request["temperature"] = self.settings.temperature
         if self.settings.max_tokens is not None:
             request["max_tokens"] = self.settings.max_tokens
-        client = self.client
-
-        async def send(key: str | None) -> ChatCompletion:
-            authorization = openai.omit if key is None else f"Bearer {key}"
-            return await client.post(
-                COMPLETIONS,
-                body=request,
-                cast_to=ChatCompletion,
-                options={"headers": {"Authorization": authorization}},
-            )
-
-        return await self.endpoint.ask(FAILURES, send, _reply)
+        return await self.ask(request, ChatCompletion, _reply)

@@ -10,7 +10,8 @@ endpoint said in one ``ProviderError`` — with any secret the request used mask
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
@@ -27,7 +28,38 @@ Answer = TypeVar("Answer")
 
 KEY_PLACEHOLDER = "none"
 """What an SDK client is built with: it insists on a key, but every request carries the key read
-for it (or no ``Authorization`` at all), so this one is never sent."""
+for it (or no ``Authorization`` at all, ``RequestKeyAuth``), so this one is never sent."""
+
+
+REQUEST_KEY: ContextVar[str | None] = ContextVar("agentrun_request_key", default=None)
+"""The key read for the model request in progress in this task (None: send none)."""
+
+
+class RequestKeyAuth(httpx2.Auth):
+    """Sets each attempt's ``Authorization`` from ``REQUEST_KEY`` as it is sent (or removes it).
+
+    The key goes in here, at send time, rather than in the request's options: both SDKs log the
+    options at DEBUG, and Anthropic's does not mask an ``Authorization`` among them."""
+
+    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response]:
+        key = REQUEST_KEY.get()
+        if key is None:
+            request.headers.pop("Authorization", None)
+        else:
+            request.headers["Authorization"] = f"Bearer {key}"
+        yield request
+
+
+class KeyedByRequest:
+    """Mixed into an SDK's async client class (first), so that its requests carry the key of
+    the request in progress (``RequestKeyAuth``) rather than the client's own."""
+
+    @property
+    def custom_auth(self) -> httpx2.Auth:
+        return _REQUEST_KEY_AUTH
+
+
+_REQUEST_KEY_AUTH = RequestKeyAuth()
 
 
 def attempts(request: httpx2.Request | None) -> int:
@@ -124,6 +156,13 @@ class KeyedEndpoint:
 
 
 class SdkClient(Protocol):
+    """What both SDKs' async clients offer that a provider uses: the public ``post`` (the
+    first of its overloads: no stream) and ``close``."""
+
+    async def post(
+        self, path: str, *, cast_to: type[Answer], body: object, options: Any
+    ) -> Answer: ...
+
     async def close(self) -> None: ...
 
 
@@ -132,9 +171,25 @@ Client = TypeVar("Client", bound=SdkClient)
 
 class SdkProvider(Generic[Client]):
     """What both providers are: an SDK client made once, and the settings and key it is used
-    with. A subclass names its ``default_url`` and makes its SDK's client (``connect``)."""
+    with. A subclass names its ``default_url``, the ``path`` it posts to and its SDK's
+    ``failures``, and makes its SDK's client (``connect``, a class that is ``KeyedByRequest``).
+
+    A request is sent with the client's public ``post`` rather than the resource method
+    (``chat.completions.create``, ``messages.create``) on a ``with_options(api_key=)`` copy: the
+    copy builds a whole client per call, and OpenAI's ``create`` walks the whole conversation
+    through its typed-dict transform (aliases and file encodings, none of which a chat of plain
+    JSON has). ``post`` keeps the rest: the SDK's retries, timeouts, typed errors and typed reply;
+    the key read for the request goes in its ``Authorization`` header as the client's own
+    ``api_key`` would (both SDKs send it as a bearer token), or the header is left out
+    (``RequestKeyAuth``).
+    """
 
     default_url = ""
+    path = ""
+    failures: Failures
+    traced: Mapping[str, str] = {}
+    """Request options the resource method would have given ``post`` (the name and route of the
+    SDK's span for the call, where the SDK makes one)."""
 
     def __init__(
         self,
@@ -162,6 +217,22 @@ class SdkProvider(Generic[Client]):
 
     def connect(self, **options: Any) -> Client:
         raise NotImplementedError
+
+    async def ask(
+        self, body: dict[str, Any], cast_to: type[Answer], read: Callable[[Answer], ModelReply]
+    ) -> ModelReply:
+        """Post ``body`` to ``path`` with the key read for this request, and ``read`` the
+        reply (``cast_to``, the SDK's type); see ``KeyedEndpoint.ask`` for what a failure is."""
+        client, path, traced = self.client, self.path, dict(self.traced)
+
+        async def send(key: str | None) -> Answer:
+            given = REQUEST_KEY.set(key)  # this task's, read by RequestKeyAuth at every attempt
+            try:
+                return await client.post(path, body=body, cast_to=cast_to, options=traced)
+            finally:
+                REQUEST_KEY.reset(given)
+
+        return await self.endpoint.ask(self.failures, send, read)
 
     async def aclose(self) -> None:
         """Close the SDK's own pool; a client that was given is its owner's to close."""
