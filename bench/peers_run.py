@@ -23,10 +23,12 @@ the median of the last 20 turns. Per run: the sum of that, and the end-to-end ti
 run with no checkpointing at all (ours: memory stores and no boundary written; LangGraph: no
 checkpointer). Bytes handed to the store (ours: frontier and segment of every commit; LangGraph:
 what its serializer produced), bytes the store keeps for the run afterwards, and the resume
-(the median of five, each by a fresh worker):
+(the median of eleven, each by a fresh worker):
 ours ``read_and_plan`` (frontier, whole transcript, the run's records) from a fresh backend,
 LangGraph ``aget_state`` on a freshly opened saver (its latest checkpoint, the channel values,
-for ``DeltaChannel`` the replayed writes). Ratios are within one run of this command.
+for ``DeltaChannel`` the replayed writes). Ratios are within one run of this command. Beside
+our resume, the part of it no store can take away: decoding the transcript already in memory
+(walking the chain, verifying, decompressing and validating it; ``decoding_ms``).
 
 PostgreSQL is one server started by the test tooling with ``fsync`` on (as deployed), a database
 for each side; SQLite files are WAL with ``synchronous=FULL`` on both sides.
@@ -76,7 +78,9 @@ TURNS = (200, 1000)
 QUICK_TURNS = (20, 100)
 LAST = 20
 WARM_UP_TURNS = 10
-RESUMES = 5
+RESUMES = 11
+"""Fresh workers resuming, per side: the median of 11, as the machine is shared and a resume at
+200 turns takes a few ms."""
 TENANT = "bench"
 SERVERS = ("sqlite", "redis", "postgres")
 MISSING = (
