@@ -344,13 +344,15 @@ def decode_segment(
     (as ``load_chain`` returns it for the chain up to the segment's previous one)."""
     link = _Link.of(run_id, handle, stored)
     messages, body = _decoded_link(run_id, link, context)
+    # Both fields are validated already: the previous handle from its digest or JSON, the
+    # messages by ``_decoded_link``.
     return Segment.model_construct(previous=link.previous, messages=messages), body
 
 
 def _decoded_link(run_id: str, link: _Link, context: bytes) -> tuple[tuple[Message, ...], bytes]:
-    """The messages of one segment of a chain and its JSON; ``previous`` is the header's,
-    already checked by the walk that found the segment (for ``ZLIB_JSON``, whose body names it
-    again, ``_decoded`` checks that one)."""
+    """The messages of one segment of a chain and its JSON, decompressed against ``context``.
+    Its previous handle is the one the walk followed; ``ZLIB_JSON`` names it again in its body,
+    and a body naming another is refused here."""
     if link.parsed is not None:
         return link.parsed.messages, link.stored
     assert link.header is not None  # a link has one or the other
