@@ -303,10 +303,7 @@ def header_length(stored: bytes) -> int:
 def previous_of(run_id: str, handle: str, stored: bytes) -> str | None:
     """The handle a stored segment names as its previous one, read from its header (or, in the
     oldest form, its JSON)."""
-    header = _header(run_id, handle, stored)
-    if header is not None:
-        return header.previous
-    return _parsed(run_id, handle, stored).previous
+    return _Link.of(run_id, handle, stored).previous
 
 
 def _parsed(run_id: str, handle: str, body: bytes) -> Segment:
@@ -319,32 +316,69 @@ def _parsed(run_id: str, handle: str, body: bytes) -> Segment:
 _MESSAGES: TypeAdapter[tuple[Message, ...]] = TypeAdapter(tuple[Message, ...])
 
 
+@dataclass(frozen=True)
+class _Link:
+    """One stored segment of a chain, its header read once: the walk from the head needs it to
+    find the previous segment, the decoding to find the stream and its dictionary."""
+
+    handle: str
+    stored: bytes
+    previous: str | None
+    header: _Header | None
+    """None: the oldest form, JSON alone, parsed already (``parsed``) to find the previous."""
+    parsed: Segment | None
+
+    @classmethod
+    def of(cls, run_id: str, handle: str, stored: bytes) -> _Link:
+        header = _header(run_id, handle, stored)
+        if header is not None:
+            return cls(handle, stored, header.previous, header, None)
+        parsed = _parsed(run_id, handle, stored)
+        return cls(handle, stored, parsed.previous, None, parsed)
+
+
 def decode_segment(
     run_id: str, handle: str, stored: bytes, context: bytes = b""
 ) -> tuple[Segment, bytes]:
     """A stored segment and its JSON, decompressed against the chain's preceding ``context``
     (as ``load_chain`` returns it for the chain up to the segment's previous one)."""
-    header = _header(run_id, handle, stored)
-    if header is None:
-        return _parsed(run_id, handle, stored), stored
-    body = _inflated(run_id, handle, stored, header, context)
-    if header.form is SegmentForm.ZLIB_JSON:
-        return _parsed(run_id, handle, body), body
+    link = _Link.of(run_id, handle, stored)
+    messages, body = _decoded_link(run_id, link, context)
+    # Both fields are validated already: the previous handle from its digest or JSON, the
+    # messages by ``_decoded_link``.
+    return Segment.model_construct(previous=link.previous, messages=messages), body
+
+
+def _decoded_link(run_id: str, link: _Link, context: bytes) -> tuple[tuple[Message, ...], bytes]:
+    """The messages of one segment of a chain and its JSON, decompressed against ``context``.
+    Its previous handle is the one the walk followed; ``ZLIB_JSON`` names it again in its body,
+    and a body naming another is refused here."""
+    if link.parsed is not None:
+        return link.parsed.messages, link.stored
+    assert link.header is not None  # a link has one or the other
+    body = _inflated(run_id, link.handle, link.stored, link.header, context)
+    if link.header.form is SegmentForm.ZLIB_JSON:
+        segment = _parsed(run_id, link.handle, body)
+        if segment.previous != link.header.previous:
+            raise HistoryUnavailableError(
+                run_id, link.handle, "its header and its body name other chains"
+            )
+        return segment.messages, body
     try:
-        messages = _MESSAGES.validate_json(body)
+        return _MESSAGES.validate_json(body), body
     except ValidationError as exc:
-        raise HistoryUnavailableError(run_id, handle, f"a segment is unreadable ({exc})") from exc
-    # Both fields are validated already: the header's digest, and the messages a line above.
-    return Segment.model_construct(previous=header.previous, messages=messages), body
+        raise HistoryUnavailableError(
+            run_id, link.handle, f"a segment is unreadable ({exc})"
+        ) from exc
 
 
 def _inflated(run_id: str, handle: str, stored: bytes, header: _Header, context: bytes) -> bytes:
     try:
         used = header.dictionary
+        if used > len(context):
+            raise ValueError(f"it was compressed against {used} bytes, {len(context)} precede")
         dictionary = context[-used:] if used else b""
-        if len(dictionary) != used:
-            raise ValueError(f"it was compressed against {used} bytes, {len(dictionary)} precede")
-        stream = stored[header.body_at :]
+        stream = memoryview(stored)[header.body_at :]
         if header.form is SegmentForm.ZSTD:
             decompressor = zstandard.ZstdDecompressor(
                 dict_data=_raw_dictionary(dictionary) if used else None
@@ -373,7 +407,7 @@ async def load_chain(
     ``fetch`` per segment."""
     if listed is None and isinstance(store, SegmentLister):
         listed = await store.fetch_all(tenant, run_id)
-    chain: list[tuple[str, bytes]] = []
+    chain: list[_Link] = []
     cursor: str | None = handle
     seen: set[str] = set()
     while cursor is not None:
@@ -385,25 +419,25 @@ async def load_chain(
             if listed is None
             else verified(run_id, cursor, listed.get(cursor))
         )
-        chain.append((cursor, stored))
-        cursor = previous_of(run_id, cursor, stored)
+        chain.append(_Link.of(run_id, cursor, stored))
+        cursor = chain[-1].previous
     with _collector_paused():
         return _decoded(run_id, chain)
 
 
-def _decoded(run_id: str, chain: Sequence[tuple[str, bytes]]) -> tuple[tuple[Message, ...], bytes]:
-    """The messages of ``chain`` (newest segment first, each verified), oldest first, and the
-    context after it."""
+def _decoded(run_id: str, chain: Sequence[_Link]) -> tuple[tuple[Message, ...], bytes]:
+    """The messages of ``chain`` (newest segment first, each verified and linked to the next by
+    its ``previous``), oldest first, and the context after it."""
     messages: list[Message] = []
     context = b""
-    previous: str | None = None
-    for at, stored in reversed(chain):
-        segment, body = decode_segment(run_id, at, stored, context)
-        if segment.previous != previous:
-            raise HistoryUnavailableError(run_id, at, "its header and its body name other chains")
-        messages.extend(segment.messages)
-        context = (context + body)[-CONTEXT_BYTES:]
-        previous = at
+    for link in reversed(chain):
+        segment_messages, body = _decoded_link(run_id, link, context)
+        messages.extend(segment_messages)
+        context = (
+            body[-CONTEXT_BYTES:]
+            if len(body) >= CONTEXT_BYTES
+            else (context[len(body) - CONTEXT_BYTES :] + body)
+        )
     return tuple(messages), context
 
 

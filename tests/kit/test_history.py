@@ -348,3 +348,38 @@ async def test_a_chain_mixing_every_form_loads_and_carries_on() -> None:
     messages, carried = await load_chain(store, TENANT, RUN, head)
     assert messages == sent
     assert carried == context
+
+
+async def test_the_context_a_chain_carries_is_the_tail_of_its_json_whatever_the_sizes() -> None:
+    # A compacted segment's JSON is longer than the context, a transient one's shorter: either
+    # way, what the next segment is compressed against is the last CONTEXT_BYTES of them all.
+    store = MemoryHistoryStore()
+    head: str | None = None
+    joined = b""
+    sent: tuple[Message, ...] = ()
+    for turn, turns in enumerate((300, 3, 1, 300, 2)):
+        fresh = conversation(turns, start=1000 * turn)
+        stored, body = encode_segment(head, _encoded(fresh), joined[-CONTEXT_BYTES:])
+        head = await store.put(TENANT, RUN, stored, fence=0)
+        joined += body
+        sent += fresh
+    assert head is not None
+    assert len(encode_segment(None, _encoded(conversation(300)))[1]) > CONTEXT_BYTES
+    messages, carried = await load_chain(store, TENANT, RUN, head)
+    assert messages == sent
+    assert carried == joined[-CONTEXT_BYTES:]
+
+
+async def test_an_older_segment_whose_body_names_another_previous_is_unavailable() -> None:
+    # The older form names its previous twice, in its header and in its JSON: the walk follows
+    # the header, so a body naming another chain is a segment nobody wrote.
+    store = MemoryHistoryStore()
+    first, _ = encode_segment(None, _encoded(conversation(1)), form=SegmentForm.ZLIB_JSON)
+    previous = await store.put(TENANT, RUN, first, fence=0)
+    body = Segment(previous=handle_for(b"another chain"), messages=conversation(1, start=1))
+    forged = (
+        COMPRESSED + previous.encode() + b"\n0\n" + zlib.compress(body.model_dump_json().encode())
+    )
+    head = await store.put(TENANT, RUN, forged, fence=0)
+    with pytest.raises(HistoryUnavailableError, match="other chains"):
+        await load_chain(store, TENANT, RUN, head)
