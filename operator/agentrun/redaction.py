@@ -282,11 +282,11 @@ class _Literals:
     A search for overlapping matches has no prefilter and costs ~2 ns a byte; a leftmost search
     has a SIMD one (Teddy), under 1 ns a byte, when there are at most 64 literals of
     ``SHORTEST_SCANNED`` bytes or more (with 65 it costs 3x more). So the leftmost search goes
-    over the text, and the overlapping one only where it found a literal: an occurrence it
-    skipped starts inside one it reported (it reports the leftmost start, then resumes at that
-    match's end), so searching from each reported start to its end plus the longest literal
-    finds every one (``passphrase`` running into ``secret``, ``api_key`` in ``x-api-key``). Most
-    text holds none, and costs the one leftmost pass. Bytes rather than ``str`` where the text
+    over the text, and the overlapping one only where it found a literal that may hide another
+    (``_may_hide``): an occurrence it skipped starts inside one it reported (it reports the
+    leftmost start, then resumes at that match's end), so searching from each reported start to
+    its end plus the longest literal finds every one (``passphrase`` running into ``secret``).
+    Most text holds none, and costs the one leftmost pass. Bytes rather than ``str`` where the text
     is ASCII (its byte offsets are its character offsets): the ``str`` API maps byte offsets to
     characters, ~3 µs for 4 KB even when nothing is found; other text takes the ``str`` API's
     overlapping search over the whole of it.
@@ -312,6 +312,8 @@ class _Literals:
             encoded, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
         )
         self._overlapping = ahocorasick_rs.BytesAhoCorasick(encoded)
+        # Whether an occurrence of each may hide another: the only windows searched.
+        self._hides = tuple(_may_hide(literal, encoded) for literal in encoded)
 
     def found(self, haystack: str) -> Iterator[tuple[int, int]]:
         """Which literal (its index) stands where (the index of its first character); an
@@ -332,14 +334,30 @@ class _Literals:
             return
         data = haystack.encode("ascii")
         long = self._long
+        hides = self._hides
         for literal, start, end in self._leftmost.find_matches_as_indexes(data):
             yield long[literal], start
+            if not hides[literal]:
+                continue
             window = data[start : end + self._longest - 1]
             for hidden, offset, _ in self._overlapping.find_matches_as_indexes(
                 window, overlapping=True
             ):
                 if offset < end - start:
                     yield long[hidden], start + offset
+
+
+def _may_hide(literal: bytes, literals: Sequence[bytes]) -> bool:
+    """Whether another occurrence of ``literals`` (or of ``literal`` itself, later) can start
+    inside an occurrence of ``literal``: what the leftmost search would skip after reporting it.
+    ``api_key`` cannot (no literal starts with ``pi_key``, ``i_key``, ... or a prefix of them),
+    so a leftmost match of it needs no window; ``passphrase`` can (``secret``)."""
+    return any(
+        (offset, other) != (0, literal)
+        and (literal[offset:].startswith(other) or other.startswith(literal[offset:]))
+        for offset in range(len(literal))
+        for other in literals
+    )
 
 
 SHORTEST_SCANNED = 3
