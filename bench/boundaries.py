@@ -56,7 +56,8 @@ from agentrun.history import HistoryStore, SegmentForm, encode_segment
 from agentrun.messages import Message
 from agentrun.redaction import Masker, Redactor, Rule
 from agentrun.resume import read_and_plan
-from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA, create_pool
+from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
+from agentrun.stores.postgres._shared import create_pool
 from agentrun.stores.sqlite._database import Database
 from bench.checkpoint_write import (
     FENCE,
@@ -506,7 +507,7 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
                     raw: RawCommitter = RawSqlite(Path(folder) / "state.db")
                     writes.append(await raw_commits(label, raw, recording.commits))
                 elif label == "PostgreSQL":
-                    pool = await create_pool(url)
+                    pool = await create_pool(url)  # the stores' own: no reset query on release
                     try:
                         raw = RawPostgres(pool, "bytea", as_store=True)
                         writes.append(await raw_commits(label, raw, recording.commits))
