@@ -299,15 +299,14 @@ class _Literals:
     (``_may_hide``): an occurrence it skipped starts inside one it reported (it reports the
     leftmost start, then resumes at that match's end), so searching from each reported start to
     its end plus the longest literal finds every one (``passphrase`` running into ``secret``).
-    Most text holds none, and costs the one leftmost pass. Bytes rather than ``str`` where the text
-    is ASCII (its byte offsets are its character offsets): the ``str`` API maps byte offsets to
-    characters, ~3 µs for 4 KB even when nothing is found; other text takes the ``str`` API's
-    overlapping search over the whole of it.
+    Most text holds none, and costs the one leftmost pass. The automata search bytes (their
+    ``str`` API maps byte offsets to characters, ~3 µs for 4 KB even when nothing is found, and
+    refuses a lone surrogate): an ASCII text's byte offsets are its character offsets, and in
+    other text the few matches are counted back to characters.
     """
 
     def __init__(self, literals: Sequence[str]) -> None:
         self.literals = tuple(literals)
-        self._characters = ahocorasick_rs.AhoCorasick(list(self.literals))
         self._short = tuple(
             (index, literal)
             for index, literal in enumerate(self.literals)
@@ -320,7 +319,7 @@ class _Literals:
         ]
         self._long = tuple(index for index, _ in long)
         self._longest = max((len(literal) for _, literal in long), default=0)
-        encoded = [literal.encode() for _, literal in long]
+        encoded = [_utf8(literal) for _, literal in long]
         self._leftmost = ahocorasick_rs.BytesAhoCorasick(
             encoded, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
         )
@@ -331,12 +330,6 @@ class _Literals:
     def found(self, haystack: str) -> Iterator[tuple[int, int]]:
         """Which literal (its index) stands where (the index of its first character); an
         occurrence may be given more than once."""
-        if not haystack.isascii():
-            for literal, start, _ in self._characters.find_matches_as_indexes(
-                haystack, overlapping=True
-            ):
-                yield literal, start
-            return
         for index, short in self._short:  # ``in`` first: one ``memchr`` where it is absent
             if short in haystack:
                 at = haystack.find(short)
@@ -345,11 +338,12 @@ class _Literals:
                     at = haystack.find(short, at + 1)
         if not self._long:
             return
-        data = haystack.encode("ascii")
+        ascii = haystack.isascii()
+        data = haystack.encode("ascii") if ascii else _utf8(haystack)
         long = self._long
         hides = self._hides
         for literal, start, end in self._leftmost.find_matches_as_indexes(data):
-            yield long[literal], start
+            yield long[literal], start if ascii else _characters(data, start)
             if not hides[literal]:
                 continue
             window = data[start : end + self._longest - 1]
@@ -357,7 +351,20 @@ class _Literals:
                 window, overlapping=True
             ):
                 if offset < end - start:
-                    yield long[hidden], start + offset
+                    at = start + offset
+                    yield long[hidden], at if ascii else _characters(data, at)
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` in UTF-8, a lone surrogate (JSON's ``\\ud800`` decodes to one) encoded as any
+    other character is: the automaton takes bytes, and plain UTF-8 refuses a surrogate."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _characters(data: bytes, offset: int) -> int:
+    """How many characters ``data`` (``_utf8`` of a text) holds before ``offset``, a character's
+    first byte: a literal's UTF-8 can only match there. Only for text that is not ASCII."""
+    return len(data[:offset].decode("utf-8", "surrogatepass"))
 
 
 def _may_hide(literal: bytes, literals: Sequence[bytes]) -> bool:

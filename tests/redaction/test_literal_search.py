@@ -52,7 +52,7 @@ def test_every_occurrence_is_found_where_literals_overlap(text: str) -> None:
 def test_every_occurrence_is_found_in_random_mixes() -> None:
     rng = random.Random(11)
     literals = _Literals(LITERALS)
-    pieces = [*LITERALS, *OVERLAPS, *"abcSK-_@ .", "\u212a", "stra\u00dfe"]
+    pieces = [*LITERALS, *OVERLAPS, *"abcSK-_@ .", "\u212a", "stra\u00dfe", "\ud800", "\U0001f600"]
     for _ in range(5_000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
         assert set(literals.found(text)) == every_occurrence(LITERALS, text), text
@@ -100,3 +100,11 @@ def test_a_keyword_in_mixed_case_is_found(text: str) -> None:
     masked = BUILTIN.mask(text)
     assert "hunter22" not in masked
     assert masked.endswith(MASK) or masked.endswith(f"{MASK}'")
+
+
+def test_text_holding_a_lone_surrogate_is_masked() -> None:
+    # JSON's "\\ud800" decodes to a lone surrogate, which UTF-8 refuses: the automaton's input
+    # is encoded with surrogatepass, and its positions are counted back to characters.
+    text = "\ud800 \u00e9 password=hunter22 and ghp_" + "a" * 36
+    masked = BUILTIN.mask(text)
+    assert masked == f"\ud800 \u00e9 password={MASK} and {MASK}"
