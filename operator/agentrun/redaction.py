@@ -192,9 +192,9 @@ class Rule:
 
     ``re`` cannot jump ahead to a pattern that starts with ``\\b`` or a character class, so a
     search steps through every character, about 13 µs a KB per pattern here (the assignment
-    pattern, about 70), and the built-in set costs some 0.35 ms a KB. One automaton finds every
-    literal of every rule in one pass (``_Literals``, a few µs a KB) and most text holds none of
-    a pattern's, so the pattern is only searched in text that holds one (see
+    pattern, about 70), and the built-in set costs some 0.35 ms a KB. An automaton finds every
+    literal of the rules in one pass (``_Literals``, about 0.5 µs a KB) and most text holds none
+    of a pattern's, so the pattern is only searched in text that holds one (see
     ``Redactor._holding_a_literal``). A case-insensitive pattern's literals (lower case) are
     looked for in the text as ``fold`` leaves it, where every character that ``re`` matches to a
     letter ignoring case is that letter (the long s and the Kelvin sign included), so nothing
