@@ -40,7 +40,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 import redis.asyncio.connection as redis_connection
@@ -57,10 +57,12 @@ from agentrun.messages import Message
 from agentrun.redaction import Masker, Redactor, Rule
 from agentrun.resume import read_and_plan
 from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
+from agentrun.stores.postgres._shared import create_pool
 from agentrun.stores.sqlite._database import Database
 from bench.checkpoint_write import (
     FENCE,
     TENANT,
+    RawPostgres,
     RawSqlite,
     _frontier,
     _opening,
@@ -297,11 +299,20 @@ async def write_run(
     )
 
 
-async def raw_commits(path: Path, commits: Sequence[BoundaryCommit]) -> WriteRow:
-    """The same boundaries' bytes (segment and frontier) each in one ``BEGIN IMMEDIATE``
-    transaction on a bare ``sqlite3`` connection with the store's pragmas, in the same file:
-    what one durable commit costs on this disk, without the kit."""
-    raw = RawSqlite(path)
+class RawCommitter(Protocol):
+    async def commit(self, rows: Sequence[tuple[str, bytes]]) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+async def raw_commits(
+    server: str, raw: RawCommitter, commits: Sequence[BoundaryCommit]
+) -> WriteRow:
+    """The same boundaries' bytes (segment and frontier) each in one transaction without the
+    kit: on SQLite one ``BEGIN IMMEDIATE`` on a bare ``sqlite3`` connection with the store's
+    pragmas, in the same file; on PostgreSQL one upsert statement of both rows on an asyncpg
+    pool like the store's, into a ``bytea`` table compressed as the store's. What one durable
+    commit costs here, the floor of a boundary."""
     times: list[float] = []
     try:
         for index, boundary in enumerate(commits):
@@ -316,7 +327,7 @@ async def raw_commits(path: Path, commits: Sequence[BoundaryCommit]) -> WriteRow
     ordered = sorted(times)
     counts = {"round trips": 1.0, "commits": 1.0}
     return WriteRow(
-        "SQLite",
+        server,
         "raw commit",
         len(commits) // 2,
         counts,
@@ -493,7 +504,15 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
                         )
                     )
                 if label == "SQLite":
-                    writes.append(await raw_commits(Path(folder) / "state.db", recording.commits))
+                    raw: RawCommitter = RawSqlite(Path(folder) / "state.db")
+                    writes.append(await raw_commits(label, raw, recording.commits))
+                elif label == "PostgreSQL":
+                    pool = await create_pool(url)  # the stores' own: no reset query on release
+                    try:
+                        raw = RawPostgres(pool, "bytea", as_store=True)
+                        writes.append(await raw_commits(label, raw, recording.commits))
+                    finally:
+                        await pool.close()
                 resumes.append(await resume_run(label, backend, f"whole-{turns[0]}", turns[0]))
                 stored.append(
                     (label, *await stored_bytes(label, backend, url, f"whole-{turns[0]}", form))
@@ -524,6 +543,10 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
     print(
         "(SQLite raw commit: the same segment and frontier bytes, one BEGIN IMMEDIATE ... COMMIT "
         "a boundary\n on a bare sqlite3 connection, WAL, synchronous=FULL: the fsync floor)"
+    )
+    print(
+        "(PostgreSQL raw commit: the same bytes, one upsert statement a boundary on an asyncpg "
+        f"pool,\n bytea compressed as the store's; {fsync_note}: the commit floor)"
     )
     print("\nResume: frontier + whole transcript + the run's records (read_and_plan)")
     print(

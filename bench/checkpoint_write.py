@@ -356,6 +356,21 @@ class RawPostgres:
             await self._create()
         await self._pool.execute(self._upsert, key, value.decode() if self._jsonb else value)
 
+    async def commit(self, rows: Sequence[tuple[str, bytes]]) -> None:
+        """Every row upserted by one statement (``bytea`` only), so in one commit: one WAL flush
+        with ``fsync`` on, the floor of a durable write."""
+        if self._jsonb:
+            raise ValueError("RawPostgres.commit writes bytea: build it with column='bytea'")
+        if not self._created:
+            await self._create()
+        await self._pool.execute(
+            f"INSERT INTO {self._table} (key, value) "
+            "SELECT * FROM unnest($1::text[], $2::bytea[]) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            [key for key, _ in rows],
+            [value for _, value in rows],
+        )
+
     async def close(self) -> None:
         return None
 

@@ -16,6 +16,8 @@ python3 -m venv "$tmp/venv"
   echo "# used (pyproject.toml, extra agents, says why and why its range stops at 0.3)."
   echo "# zstandard writes and reads SegmentForm.ZSTD transcript segments (pyproject.toml says why"
   echo "# its range stops at the next 0.x minor)."
+  echo "# ahocorasick-rs finds the literals that gate redaction's rules (pyproject.toml says why,"
+  echo "# and why its range stops at 2)."
   "$tmp/venv/bin/python" -m pip freeze --disable-pip-version-check --exclude-editable
 } >constraints.txt
 echo "==> constraints.txt: $(grep -vc '^#' constraints.txt) pins"

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+import ahocorasick_rs
 from pydantic import JsonValue
 
 from agentrun.errors import ConfigurationError
@@ -96,7 +97,13 @@ BUILTIN_PATTERNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("sendgrid", r"\b(?P<secret>SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,})", ("SG.",)),
     ("digitalocean", r"\b(?P<secret>do[por]_v1_[a-f0-9]{64})", ("_v1_",)),
     ("shopify", r"\b(?P<secret>shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32})", ("shp",)),
-    ("twilio", r"\b(?P<secret>SK[0-9a-f]{32})\b", ("SK",)),
+    # "SK" and a hex digit rather than "SK": looking for two characters with ``in`` cost ~3 µs
+    # for 4 KB, and in the automaton they would turn its prefilter off (``SHORTEST_SCANNED``).
+    (
+        "twilio",
+        r"\b(?P<secret>SK[0-9a-f]{32})\b",
+        tuple(f"SK{digit}" for digit in "0123456789abcdef"),
+    ),
     (
         "jwt",
         r"\b(?P<secret>eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,})",
@@ -174,6 +181,8 @@ def fold(text: str) -> str:
     of a case-insensitive rule is found here wherever the rule could match. Folding an ``i`` with
     a combining dot that was in the text onto ``i`` only finds more, never less.
     """
+    if text.isascii():  # a flag CPython keeps: ``lower`` is ``casefold`` there, and faster
+        return text.lower()
     return text.casefold().replace("i\u0307", "i").replace("\u0131", "i")
 
 
@@ -183,12 +192,13 @@ class Rule:
 
     ``re`` cannot jump ahead to a pattern that starts with ``\\b`` or a character class, so a
     search steps through every character, about 13 µs a KB per pattern here (the assignment
-    pattern, about 70), and the built-in set costs some 0.35 ms a KB. Looking for a literal is
-    some 25 times cheaper and most text holds none of a pattern's, so the pattern is only
-    searched in text that holds one (see ``Redactor._holding_a_literal``). A case-insensitive
-    pattern's literals (lower case) are looked for in the text as ``fold`` leaves it, where every
-    character that ``re`` matches to a letter ignoring case is that letter (the long s and the
-    Kelvin sign included), so nothing ``re`` would match is missed.
+    pattern, about 70), and the built-in set costs some 0.35 ms a KB. An automaton finds every
+    literal of the rules in one pass (``_Literals``, about 0.5 µs a KB) and most text holds none
+    of a pattern's, so the pattern is only searched in text that holds one (see
+    ``Redactor._holding_a_literal``). A case-insensitive pattern's literals (lower case) are
+    looked for in the text as ``fold`` leaves it, where every character that ``re`` matches to a
+    letter ignoring case is that letter (the long s and the Kelvin sign included), so nothing
+    ``re`` would match is missed.
     """
 
     pattern: re.Pattern[str]
@@ -198,25 +208,28 @@ class Rule:
     # Set once here: ``mask`` asks for it on every rule of every message, and as a property
     # (an enum flag ``&`` per call) it cost about as much as looking for a literal.
     ignores_case: bool = field(init=False, repr=False, compare=False)
-    _finders: tuple[_Finder, ...] = field(init=False, repr=False, compare=False)
+    _where: _Literals | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ignores_case = bool(self.pattern.flags & re.IGNORECASE)
         object.__setattr__(self, "ignores_case", ignores_case)
-        finders: tuple[_Finder, ...] = ()
+        where = None
         if self.windowed:
             if not self.literals or not all(self.literals):
                 raise ConfigurationError(
                     f"the windowed rule {self.pattern.pattern!r} needs literals that every match "
                     "holds, and has none or an empty one: list them or leave it unwindowed"
                 )
-            # The scans ``Redactor`` looks for literals with (``_Finder``), here for where they
-            # stand: one alternation of them all would be tried at every character (slower than
-            # the rule itself).
-            finders = _finders({literal: {0} for literal in self.literals})
-        object.__setattr__(self, "_finders", finders)
+            # Where its literals stand, from the automaton ``Redactor`` looks for them with.
+            where = _Literals(self.literals)
+        object.__setattr__(self, "_where", where)
 
-    def subn(self, replace: Callable[[re.Match[str]], str], text: str) -> tuple[str, int]:
+    def subn(
+        self,
+        replace: Callable[[re.Match[str]], str],
+        text: str,
+        near: Sequence[int] | None = None,
+    ) -> tuple[str, int]:
         """``pattern.subn(replace, text)``, searched only in windows around the literals.
 
         ``re`` tries a pattern that starts with ``\\b`` at every character: for the assignment
@@ -226,18 +239,26 @@ class Rule:
         occurrence of a literal, or at it. Those positions alone are tried, in order, each once,
         and never one inside a match already made: the same matches ``subn`` makes, found where
         the literals are instead of everywhere.
+
+        ``near`` is where the literals stand, when the caller looked for them in ``text`` (or,
+        for a rule that ignores case, in ``fold(text)``) already (``Redactor._holding_a_literal``):
+        used where those are the positions in ``text``, as in ASCII text, and not looked for
+        again.
         """
-        if not self._finders:
+        if self._where is None:
             return self.pattern.subn(replace, text)
-        haystack = text
-        if self.ignores_case:
-            if "\u0130" in text:  # lower-cases to two characters: positions would move
-                return self.pattern.subn(replace, text)
-            # Lower-cased, and the two letters ``re`` matches to ``s`` and ``i`` ignoring case
-            # that ``lower`` leaves alone written as those: each character keeps its position,
-            # and stands as the literal's letter wherever ``re`` could match it to one.
-            haystack = text.lower().replace("\u017f", "s").replace("\u0131", "i")
-        found = sorted({at for finder in self._finders for at, _ in finder.found(haystack)})
+        if self.ignores_case and "\u0130" in text:  # lower-cases to two characters
+            return self.pattern.subn(replace, text)
+        if near is not None and (not self.ignores_case or text.isascii()):
+            found = sorted(set(near))
+        else:
+            haystack = text
+            if self.ignores_case:
+                # Lower-cased, and the two letters ``re`` matches to ``s`` and ``i`` ignoring
+                # case that ``lower`` leaves alone written as those: each character keeps its
+                # position, and stands as the literal's letter wherever ``re`` could match it.
+                haystack = text.lower().replace("\u017f", "s").replace("\u0131", "i")
+            found = sorted({at for _, at in self._where.found(haystack)})
         pieces: list[str] = []
         copied = 0  # text[:copied] is in pieces
         tried = 0  # no match starts before it that is not made already
@@ -263,70 +284,107 @@ class Rule:
         return "".join(pieces), len(pieces) // 2
 
 
-_COMMONNESS = ' etaoinsrlhdcu"0mfp1gw/:y,b.2-v345x6789_k=jqz(){}[]ETAOINSRLHDCUMFPGWYBVKXJQZ'
-"""Characters, the commonest first, in prose and the JSON tools return (a rough order: only
-which of a literal's characters is rarest matters). One not listed counts as the rarest."""
+class _Literals:
+    """Every occurrence of some literals in a text, overlapping ones included.
 
+    Aho-Corasick automata in Rust (``ahocorasick_rs``): every literal at once, in one pass
+    whatever their number. Before them the kit scanned with ``re`` once per literal's rarest
+    character (18 scans of a 3.8 KB tool result, ~30-40 µs); ``pyahocorasick`` walks its trie at
+    ~7 ns a character, no faster than those scans.
 
-def _rarity(character: str) -> int:
-    at = _COMMONNESS.find(character)
-    return len(_COMMONNESS) if at < 0 else at
-
-
-@dataclass(frozen=True)
-class _Finder:
-    """Finds which of some literals, all anchored on one character, occur in a text, in one scan.
-
-    ``re`` looks for a pattern's leading literal character with a tight loop (about 0.26 µs a
-    KB, where ``in`` takes 0.4 to 0.6 for a needle of three to six characters), and tries the
-    rest of the pattern wherever that character stands. Each literal is anchored on its rarest
-    character (``_COMMONNESS``) rather than its first, and a finder whose anchor the text does
-    not hold costs a ``memchr`` and no scan (``found``). Measured on a 3.8 KB tool result, a scan
-    costs about the same whichever character it looks for (~1.7 µs), so what this buys is fewer
-    scans where rare anchors are absent (13 of 18 anchors were present there, where 14 of the 15
-    first characters had been): a small part of what the joined scan (``Redactor._held``) saved.
-    ``finditer`` is a compiled ``a(?:(?<=before a)(?=after)|...)``, one alternative a literal,
-    which consumes only the anchor, so no occurrence hides one that overlaps it. Where it
-    matches, each literal of the finder is checked at that place (``literals``: the literal, its
-    anchor's offset in it, the rules it gates): an alternation reports only the first
-    alternative that matches, and another literal may stand there too.
+    A search for overlapping matches has no prefilter and costs ~2 ns a byte; a leftmost search
+    has a SIMD one (Teddy), under 1 ns a byte, when there are at most 64 literals of
+    ``SHORTEST_SCANNED`` bytes or more (with 65 it costs 3x more). So the leftmost search goes
+    over the text, and the overlapping one only where it found a literal that may hide another
+    (``_may_hide``): an occurrence it skipped starts inside one it reported (it reports the
+    leftmost start, then resumes at that match's end), so searching from each reported start to
+    its end plus the longest literal finds every one (``passphrase`` running into ``secret``).
+    Most text holds none, and costs the one leftmost pass. The automata search bytes (their
+    ``str`` API maps byte offsets to characters, ~3 µs for 4 KB even when nothing is found, and
+    refuses a lone surrogate): an ASCII text's byte offsets are its character offsets, and in
+    other text the few matches are counted back to characters.
     """
 
-    anchor: str
-    finditer: Callable[[str], Iterator[re.Match[str]]]
-    literals: tuple[tuple[str, int, frozenset[int]], ...]
-
-    def found(self, haystack: str) -> Iterator[tuple[int, frozenset[int]]]:
-        """Where each occurrence of the literals in ``haystack`` begins, and the rules it gates;
-        nothing at all, from a ``memchr``, when the anchor is not in it."""
-        if self.anchor not in haystack:
-            return
-        for hit in self.finditer(haystack):
-            at = hit.start()
-            for literal, offset, rules in self.literals:
-                if at >= offset and haystack.startswith(literal, at - offset):
-                    yield at - offset, rules
-
-
-def _finders(literal_owners: dict[str, set[int]]) -> tuple[_Finder, ...]:
-    by_anchor: dict[str, list[tuple[str, int]]] = {}
-    for literal in literal_owners:
-        offset = max(range(len(literal)), key=lambda at: _rarity(literal[at]))
-        by_anchor.setdefault(literal[offset], []).append((literal, offset))
-    finders = []
-    for anchor, anchored in by_anchor.items():
-        alternatives = [
-            (f"(?<={re.escape(literal[: offset + 1])})" if offset else "")
-            + (f"(?={re.escape(literal[offset + 1 :])})" if offset + 1 < len(literal) else "")
-            for literal, offset in anchored
-        ]
-        rest = "" if "" in alternatives else f"(?:{'|'.join(alternatives)})"
-        finditer = re.compile(re.escape(anchor) + rest).finditer
-        literals = tuple(
-            (literal, offset, frozenset(literal_owners[literal])) for literal, offset in anchored
+    def __init__(self, literals: Sequence[str]) -> None:
+        self.literals = tuple(literals)
+        self._short = tuple(
+            (index, literal)
+            for index, literal in enumerate(self.literals)
+            if len(literal) < SHORTEST_SCANNED
         )
-        finders.append(_Finder(anchor, finditer, literals))
-    return tuple(finders)
+        long = [
+            (index, literal)
+            for index, literal in enumerate(self.literals)
+            if len(literal) >= SHORTEST_SCANNED
+        ]
+        self._long = tuple(index for index, _ in long)
+        self._longest = max((len(literal) for _, literal in long), default=0)
+        encoded = [_utf8(literal) for _, literal in long]
+        self._leftmost = ahocorasick_rs.BytesAhoCorasick(
+            encoded, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
+        )
+        self._overlapping = ahocorasick_rs.BytesAhoCorasick(encoded)
+        # Whether an occurrence of each may hide another: the only windows searched.
+        self._hides = tuple(_may_hide(literal, encoded) for literal in encoded)
+
+    def found(self, haystack: str) -> Iterator[tuple[int, int]]:
+        """Which literal (its index) stands where (the index of its first character); an
+        occurrence may be given more than once."""
+        for index, short in self._short:  # ``in`` first: one ``memchr`` where it is absent
+            if short in haystack:
+                at = haystack.find(short)
+                while at >= 0:
+                    yield index, at
+                    at = haystack.find(short, at + 1)
+        if not self._long:
+            return
+        ascii = haystack.isascii()
+        data = haystack.encode("ascii") if ascii else _utf8(haystack)
+        long = self._long
+        hides = self._hides
+        for literal, start, end in self._leftmost.find_matches_as_indexes(data):
+            yield long[literal], start if ascii else _characters(data, start)
+            if not hides[literal]:
+                continue
+            window = data[start : end + self._longest - 1]
+            for hidden, offset, _ in self._overlapping.find_matches_as_indexes(
+                window, overlapping=True
+            ):
+                if offset < end - start:
+                    at = start + offset
+                    yield long[hidden], at if ascii else _characters(data, at)
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` in UTF-8, a lone surrogate (JSON's ``\\ud800`` decodes to one) encoded as any
+    other character is: the automaton takes bytes, and plain UTF-8 refuses a surrogate."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _characters(data: bytes, offset: int) -> int:
+    """How many characters ``data`` (``_utf8`` of a text) holds before ``offset``, a character's
+    first byte: a literal's UTF-8 can only match there. Only for text that is not ASCII."""
+    return len(data[:offset].decode("utf-8", "surrogatepass"))
+
+
+def _may_hide(literal: bytes, literals: Sequence[bytes]) -> bool:
+    """Whether another occurrence of ``literals`` (or of ``literal`` itself, later) can start
+    inside an occurrence of ``literal``: what the leftmost search would skip after reporting it.
+    ``api_key`` cannot (no literal starts with ``pi_key``, ``i_key``, ... or a prefix of them),
+    so a leftmost match of it needs no window; ``passphrase`` can (``secret``)."""
+    return any(
+        (offset, other) != (0, literal)
+        and (literal[offset:].startswith(other) or other.startswith(literal[offset:]))
+        for offset in range(len(literal))
+        for other in literals
+    )
+
+
+SHORTEST_SCANNED = 3
+"""Literals shorter than this (``@``) are looked for with ``str.find`` rather than by the
+leftmost search: one of one or two characters turns its prefilter off, and the pass costs ~3x
+more. One character is a ``memchr`` (~0.1 µs for 4 KB); two, a search about as dear as the
+automaton's (~3 µs), so a built-in rule lists longer ones."""
 
 
 @dataclass(frozen=True)
@@ -335,11 +393,10 @@ class Redactor:
     everywhere: the kit cannot know their literals)."""
 
     rules: tuple[Rule, ...]
-    # Derived from ``rules``: the finders for the literals looked for in the text as it is and
-    # in the text folded (``fold``), and the rules searched whatever the text (no literals, as
-    # an extra pattern has, or an empty one).
-    _plain: tuple[_Finder, ...] = field(init=False, repr=False, compare=False)
-    _folded: tuple[_Finder, ...] = field(init=False, repr=False, compare=False)
+    # Derived from ``rules``: the literals looked for in the text as it is and in the text
+    # folded (``fold``), each with the rules it gates (``_Gate``), and the rules searched
+    # whatever the text (no literals, as an extra pattern has, or an empty one).
+    _gates: tuple[_Gate, ...] = field(init=False, repr=False, compare=False)
     _unconditional: frozenset[int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -361,8 +418,16 @@ class Redactor:
                 else:
                     owners = folded if rule.ignores_case else plain
                     owners.setdefault(literal, set()).add(index)
-        object.__setattr__(self, "_plain", _finders(plain))
-        object.__setattr__(self, "_folded", _finders(folded))
+        gates = tuple(
+            _Gate(
+                _Literals(list(owners)),
+                tuple(frozenset(rules) for rules in owners.values()),
+                folds,
+            )
+            for owners, folds in ((plain, False), (folded, True))
+            if owners
+        )
+        object.__setattr__(self, "_gates", gates)
         object.__setattr__(self, "_unconditional", frozenset(unconditional))
 
     @classmethod
@@ -384,8 +449,9 @@ class Redactor:
     def mask(self, text: str) -> str:
         return self._masked(text, self._holding_a_literal(text))
 
-    def _masked(self, text: str, gated: set[int] | None) -> str:
-        """``text`` masked, given the rules it holds a literal of (``_holding_a_literal``)."""
+    def _masked(self, text: str, gated: dict[int, list[int]] | None) -> str:
+        """``text`` masked, given the rules it holds a literal of and where (the scan of this
+        very text, ``_holding_a_literal``)."""
         if not gated:
             return text
         # The rules one of whose literals the text holds, until a rule changes the text: a
@@ -397,13 +463,13 @@ class Redactor:
                 if index not in gated:
                     continue
             # One scan: ``search`` then ``sub`` went over the text twice where a rule matched.
-            masked, count = rule.subn(self._replace, text)
+            masked, count = rule.subn(self._replace, text, None if gated is None else gated[index])
             if count:
                 text = masked
                 gated = None
         return text
 
-    def _held(self, strings: Sequence[str]) -> set[int]:
+    def _held(self, strings: Sequence[str]) -> dict[int, list[int]]:
         """The rules one of ``strings`` holds a literal of, or that are searched whatever the
         text, from one scan (a superset of them: see below).
 
@@ -418,27 +484,20 @@ class Redactor:
         """
         return self._holding_a_literal(strings[0] if len(strings) == 1 else _JOIN.join(strings))
 
-    def _holding_a_literal(self, text: str) -> set[int]:
-        """The indices of the rules one of whose literals ``text`` holds.
+    def _holding_a_literal(self, text: str) -> dict[int, list[int]]:
+        """The indices of the rules one of whose literals ``text`` holds, each with where they
+        stand (in ``fold(text)`` for a rule that ignores case), for ``Rule.subn``.
 
-        Looking for the built-in literals (43 when this was measured) one ``in`` at a time took
-        about 70 µs in 3.8 KB of prose and JSON holding none of them (plus as much again in
-        Python overhead). A finder per anchor character (``_Finder``) scans once for all the
-        literals anchored on it, and one is skipped when ``in`` (a ``memchr``, some 25 times
-        faster than a scan) finds not even its character, as it does for the rare ones in most
-        text. One alternation of all the literals is no better than ``in`` (about 55 µs): ``re``
-        has no fast path for it.
+        Two searches (``_Literals``): the literals looked for as they are in the text, those of
+        case-insensitive rules in the text folded (``fold``). Before, ``re`` scanned once per
+        literal's rarest character, ~30-40 µs for 3.8 KB of prose and JSON; one ``in`` per
+        literal took ~70 µs, one alternation of them all ~55 (``re`` has no fast path for it).
         """
-        held = set(self._unconditional)
-        for finders, haystack in ((self._plain, text), (self._folded, None)):
-            if not finders:
-                continue
-            if haystack is None:
-                haystack = fold(text)
-            for finder in finders:
-                if finder.anchor in haystack:  # not even a generator made when it is not
-                    for _, rules in finder.found(haystack):
-                        held |= rules
+        held: dict[int, list[int]] = {index: [] for index in self._unconditional}
+        for gate in self._gates:
+            for literal, at in gate.literals.found(fold(text) if gate.folds else text):
+                for rule in gate.owners[literal]:
+                    held.setdefault(rule, []).append(at)
         return held
 
     @staticmethod
@@ -480,16 +539,10 @@ class Redactor:
         held = self._held(strings)
         if not held:
             return message
+        # With the scan of its one string, or each string scanned on its own.
+        one = held if len(strings) == 1 else None
         parts = tuple(
-            part.model_copy(
-                update={
-                    "text": self._masked(part.text, held)
-                    if len(strings) == 1
-                    else self.mask(part.text)
-                }
-            )
-            if isinstance(part, TextPart)
-            else part
+            self._masked_part(part, one) if isinstance(part, TextPart) else part
             for part in message.parts
         )
         calls = tuple(self.mask_call(call) for call in message.tool_calls)
@@ -497,8 +550,24 @@ class Redactor:
             return message
         return message.model_copy(update={"parts": parts, "tool_calls": calls})
 
+    def _masked_part(self, part: TextPart, held: dict[int, list[int]] | None) -> TextPart:
+        """``part`` itself when masking leaves its text alone: a copy of a model and comparing
+        it cost ~3 µs of a tool result's ~15 where a keyword sent it through the rules."""
+        text = self._masked(part.text, held) if held is not None else self.mask(part.text)
+        return part if text is part.text else part.model_copy(update={"text": text})
+
     def mask_messages(self, messages: Sequence[Message]) -> tuple[Message, ...]:
         return tuple(self.mask_message(message) for message in messages)
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """Literals, the rules each gates (``owners``, by the literal's index), and whether they are
+    looked for in the text folded (a case-insensitive rule's) or as it is."""
+
+    literals: _Literals
+    owners: tuple[frozenset[int], ...]
+    folds: bool
 
 
 _JOIN = "\x00"
