@@ -22,6 +22,7 @@ from agentrun.operator.context import OperatorContext
 from agentrun.operator.forget import Forgetting
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
+from agentrun.operator.peers import Peers
 from agentrun.operator.slots import RunSlots
 from agentrun.redaction import Masker, MaskingFilter
 from agentrun.runner.registry import registered_agents
@@ -120,6 +121,7 @@ async def start(
         agents=agents,
         resolver=AgentResolver(api, agents, secret_max_age=config.secret_max_age),
         slots=RunSlots(config.max_active_runs),
+        peers=Peers(config.worker_id),
     )
     memo.forgetting = Forgetting()
     logger.info(

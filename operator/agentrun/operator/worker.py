@@ -157,6 +157,7 @@ class RunWorker:
 
     async def _work(self) -> None:
         controller = self.context.config.controller_name
+        await self._let_the_preferred_claim()
         claimed = await claim(self.context.api, self.body, controller, self._claim_seen_again)
         if claimed.owner != controller:
             if claimed.owner is not None:
@@ -234,6 +235,23 @@ class RunWorker:
                 await self._attempt(spec, resolved, fresh)
             finally:
                 self.context.slots.give_back()
+
+    async def _let_the_preferred_claim(self) -> None:
+        """A run nobody has claimed yet, that another replica of this install is the one to
+        claim (``peers``): wait on the watch for its claim, a poll interval at most, rather than
+        send one of our own that the API server would refuse once its claim landed. The claim
+        that follows then finds the run claimed and sends nothing (or, the wait over, claims it
+        as before: the preferred replica may have died or be late)."""
+        peers = self.context.peers
+        if peers.preferred(self.run_id) == peers.me:
+            return
+        deadline = time.monotonic() + self.context.config.poll_interval
+        while (
+            not (self.body.get("status") or {}).get("controller")
+            and not self._over()
+            and (left := deadline - time.monotonic()) > 0
+        ):
+            await self.news.next(left)
 
     async def _let_the_claimer_start(self) -> None:
         """Another replica claimed the run just now, or claimed it and has decided nothing of it
