@@ -37,3 +37,12 @@ def test_a_replica_not_seen_holding_a_run_lately_is_forgotten() -> None:
     assert peers.live() == ["replica-a", "replica-b"]
     time.sleep(0.1)
     assert peers.live() == ["replica-a"]
+
+
+def test_a_peer_is_last_seen_when_it_last_held_a_run_and_this_replica_always_now() -> None:
+    peers = Peers("replica-a")
+    assert peers.last_seen("replica-b") == float("-inf")
+    peers.saw("replica-b")
+    seen = peers.last_seen("replica-b")
+    assert time.monotonic() - seen < 1.0
+    assert peers.last_seen("replica-a") >= seen

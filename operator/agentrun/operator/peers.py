@@ -8,8 +8,10 @@ others from the watch: while a run is held its status names the holder (``status
 a worker id), and every replica sees every run of its install. Among the replicas seen holding a
 run within ``MEMORY`` and itself, each run has one preferred replica, the same for every replica
 that knows the same peers (the highest digest of the run's uid and the worker id). The others
-wait on the watch for its claim, a poll interval at most, then claim as before
-(``RunWorker._let_the_preferred_claim``).
+wait on the watch for its claim while it shows signs of life: until a poll interval has passed
+without the watch showing it hold a run, a lease TTL at most; then they claim as before
+(``RunWorker._let_the_preferred_claim``). A busy replica's watch brings a claim seconds late at
+1,000 runs, and a fixed wait of a poll interval let both claim again.
 
 The preference decides nothing: the claim is still the one tested patch (``claims``). A replica
 that knows fewer peers (one just started), a preferred replica that died within ``MEMORY`` or
@@ -36,6 +38,10 @@ class Peers:
     def saw(self, holder: str) -> None:
         """``holder`` holds a run, as the watch shows it."""
         self._seen[holder] = time.monotonic()
+
+    def last_seen(self, peer: str) -> float:
+        """When ``peer`` was last seen holding a run (``time.monotonic``; now for this replica)."""
+        return time.monotonic() if peer == self.me else self._seen.get(peer, float("-inf"))
 
     def live(self) -> list[str]:
         """This replica and those seen holding a run within ``memory``."""
