@@ -85,9 +85,11 @@ def test_a_holder_superseded_after_its_last_write_is_refused(kube: Kube, api: Co
     new = StatusWriter(api, kube.namespace, "taken", Masker.build())
 
     async def race() -> None:
-        await old.take_over("replica-a", 4, resumed=False)
+        # What each takeover replaced: nothing for the run's first lease (no ``LeaseTaken``
+        # event then), the earlier holder's fence for a handover.
+        assert await old.take_over("replica-a", 4, resumed=False) is None
         await old.write(AgentRunStatus(iteration=1))
-        await new.take_over("replica-b", 5, resumed=True)
+        assert await new.take_over("replica-b", 5, resumed=True) == 4
         api.requests.clear()
         with pytest.raises(Superseded):
             await old.write(AgentRunStatus(iteration=99))

@@ -28,6 +28,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Container
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -190,10 +191,11 @@ class ControlPlane:
             env[f"HELM_{kind}_HOME"] = str(self.workdir / "helm" / kind.lower())
         return env
 
-    def requests(self) -> Counter[str]:
+    def requests(self, codes: Container[str] | None = None) -> Counter[str]:
         """Every request the API server has served, from its ``apiserver_request_total``
         metric, by verb and resource[/subresource] (``PATCH agentruns/status``): what the
-        operator benchmark and ``tests/kube/test_operator_requests.py`` count per run."""
+        operator benchmark and ``tests/kube/test_operator_requests.py`` count per run. With
+        ``codes``, only the requests answered with one of those HTTP codes (``"422"``)."""
         context = ssl.create_default_context(cafile=str(self.workdir / "certs" / "ca.crt"))
         request = urllib.request.Request(f"{self.server}/metrics")
         request.add_header("Authorization", f"Bearer {self.token}")
@@ -205,6 +207,8 @@ class ControlPlane:
             if matched is None:
                 continue
             labels = dict(_LABEL.findall(matched["labels"]))
+            if codes is not None and labels.get("code") not in codes:
+                continue
             resource = labels.get("resource", "")
             if labels.get("subresource"):
                 resource += "/" + labels["subresource"]

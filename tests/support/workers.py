@@ -17,6 +17,7 @@ from agentrun.operator.context import OperatorContext
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
 from agentrun.operator.news import News
+from agentrun.operator.peers import Peers
 from agentrun.operator.slots import RunSlots
 from agentrun.operator.worker import RunWorker
 
@@ -36,5 +37,6 @@ def lone_worker(
         agents={},
         resolver=AgentResolver(api, {}),
         slots=RunSlots(0),
+        peers=Peers(config.worker_id),
     )
     return RunWorker(context, body, lambda: False, logging.getLogger("test"), news)

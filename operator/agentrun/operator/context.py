@@ -1,5 +1,6 @@
 """What every handler of one operator process shares: config, stores, API, metrics, agents
-(those in the image, and the resolver that also finds Agent resources), the watch's news."""
+(those in the image, and the resolver that also finds Agent resources), the watch's news and the
+replicas it shows."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from agentrun.operator.config import OperatorConfig
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.operator.metrics import Metrics
 from agentrun.operator.news import Newsroom
+from agentrun.operator.peers import Peers
 from agentrun.operator.slots import RunSlots
 from agentrun.runner.registry import RegisteredAgent
 
@@ -27,4 +29,5 @@ class OperatorContext:
     agents: dict[str, RegisteredAgent]
     resolver: AgentResolver
     slots: RunSlots
+    peers: Peers
     newsroom: Newsroom = field(default_factory=Newsroom)

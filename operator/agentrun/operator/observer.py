@@ -1,6 +1,7 @@
 """What every replica does with every watch event of an AgentRun, holder or not.
 
 * Tell the run's worker (``news``): it waits on the watch rather than asking the API server.
+* Note the replica holding it (``peers``): which replica claims a new run is picked among those.
 * Count it: ``agentrun_runs{reason}`` is computed from the watch, which every replica of an install
   sees whole, so every replica reports every run of its install by the reason of its
   ``Succeeded`` condition, and a deleted run leaves the gauge with its ``DELETED`` event (a replica
@@ -36,6 +37,8 @@ async def observe(
     if event_type == "DELETED":
         context.metrics.run_is(meta["uid"], None)
         return
+    if holder := (status.get("lease") or {}).get("holder"):
+        context.peers.saw(str(holder))  # a replica of this install, alive (``peers``)
     succeeded = find(conditions, SUCCEEDED) or {}
     context.metrics.run_is(meta["uid"], str(succeeded.get("reason") or PENDING.reason))
     forgetting.see(context, body)

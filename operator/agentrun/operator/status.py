@@ -342,7 +342,7 @@ class StatusWriter:
         tenant: str | None = None,
         known: Mapping[str, Any] | None = None,
         vet: Callable[[Mapping[str, Any]], None] | None = None,
-    ) -> None:
+    ) -> int | None:
         """Write this holder's fence into the status, over ``known`` (the object as this replica
         last had it from the API server) while it stands, else over the object as read.
         ``Superseded`` if a higher fence is there, if the run is finished (another holder ended
@@ -350,7 +350,8 @@ class StatusWriter:
         forgotten, and a holder that went on would start it again from nothing. ``tenant``, the
         one the lease was taken in, is pinned with the fence unless the run has one
         (``PinnedElsewhere`` if it has another). ``vet`` judges the object the fence is written
-        over, and raises to refuse it."""
+        over, and raises to refuse it. The fence the status carried before (None: this is the
+        run's first lease), which says whether this holder takes the run over from another."""
         current = known
         async with self._lock:
             for _ in range(ATTEMPTS):
@@ -396,5 +397,5 @@ class StatusWriter:
                     continue
                 self.fence, self._patched = fence, _remembered(patched)
                 self._written_at = time.monotonic()
-                return
+                return written
         raise Rejected(f"status of {self.namespace}/{self.name} kept changing under a takeover")

@@ -157,6 +157,7 @@ class RunWorker:
 
     async def _work(self) -> None:
         controller = self.context.config.controller_name
+        await self._let_the_preferred_claim()
         claimed = await claim(self.context.api, self.body, controller, self._claim_seen_again)
         if claimed.owner != controller:
             if claimed.owner is not None:
@@ -234,6 +235,25 @@ class RunWorker:
                 await self._attempt(spec, resolved, fresh)
             finally:
                 self.context.slots.give_back()
+
+    async def _let_the_preferred_claim(self) -> None:
+        """A run nobody has claimed yet, that another replica of this install is the one to
+        claim (``peers``): wait on the watch for its claim rather than send one of our own that
+        the API server would refuse once its claim landed, for as long as that replica shows
+        signs of life (the watch shows it hold a run within a poll interval), a lease TTL at
+        most: as long as a holder that died keeps a run waiting. The claim that follows then
+        finds the run claimed and sends nothing, or claims it as before."""
+        peers, config = self.context.peers, self.context.config
+        preferred = peers.preferred(self.run_id)
+        if preferred == peers.me:
+            return
+        started = time.monotonic()
+        while not (self.body.get("status") or {}).get("controller") and not self._over():
+            alive_until = max(started, peers.last_seen(preferred)) + config.poll_interval
+            left = min(started + config.lease_ttl, alive_until) - time.monotonic()
+            if left <= 0:
+                return
+            await self.news.next(left)
 
     async def _let_the_claimer_start(self) -> None:
         """Another replica claimed the run just now, or claimed it and has decided nothing of it
