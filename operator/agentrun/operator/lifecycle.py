@@ -63,7 +63,11 @@ class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
 def refuse_diff_users(registry: kopf.OperatorRegistry) -> None:
     """``NoDiffBase`` is right only while nothing of kopf's reads a diff: no on-create, update,
     resume, delete or field handler, and no daemon or timer with an ``idle``. Raises naming the
-    first handler that would, so adding one fails at start-up rather than never firing."""
+    first handler that would, so adding one fails at start-up rather than never firing.
+
+    kopf has no public listing of a registry's handlers, so this reads its private ``_changing``
+    and ``_spawning`` registries: kopf is pinned (``constraints.txt``), and
+    ``tests/operator/test_no_diff_base.py`` fails if a kopf upgrade moves them."""
     changing = registry._changing._handlers
     idling = [h for h in registry._spawning._handlers if getattr(h, "idle", None) is not None]
     for handler in (*changing, *idling):
