@@ -33,10 +33,10 @@
 # one it runs `down` first. Each stage prints one line; a failing component's log is shown.
 # AGENTRUN_CLUSTER_DIR moves the cluster's state (default /var/lib/agentrun-cluster).
 set -euo pipefail
-# shellcheck source=hack/images.sh
-# kube-tools.sh (sourced below) changes into the repository root, so the next source needs an
-# absolute path: a relative $0 (`bash main/hack/cluster.sh` from elsewhere) would no longer resolve.
+# images.sh (through kube-tools.sh) changes into the repository root, so every source after it needs
+# an absolute path: a relative $0 (`bash main/hack/cluster.sh` from elsewhere) would not resolve.
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=hack/images.sh
 source "$HACK_DIR/images.sh"
 # shellcheck source=hack/lib/cluster-host.sh
 source "$HACK_DIR/lib/cluster-host.sh" # SYSCTLS, egress_chain, step

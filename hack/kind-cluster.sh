@@ -23,10 +23,10 @@
 # The kubelet in the node rewrites kernel sysctls like hack/cluster.sh's: `up` saves them and
 # `down` restores them (hack/lib/cluster-host.sh, which both scripts source).
 set -euo pipefail
-# shellcheck source=hack/kind-tools.sh
-# kube-tools.sh (sourced below) changes into the repository root, so the next source needs an
-# absolute path: a relative $0 (`bash main/hack/cluster.sh` from elsewhere) would no longer resolve.
+# kind-tools.sh (through kube-tools.sh) changes into the repository root, so every source after it needs
+# an absolute path: a relative $0 (`bash main/hack/kind-cluster.sh` from elsewhere) would not resolve.
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=hack/kind-tools.sh
 source "$HACK_DIR/kind-tools.sh"
 # shellcheck source=hack/lib/cluster-host.sh
 source "$HACK_DIR/lib/cluster-host.sh" # SYSCTLS, egress_chain, step

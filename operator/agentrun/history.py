@@ -276,7 +276,7 @@ def _header(run_id: str, handle: str, stored: bytes) -> _Header | None:
         )
         if form is not None:
             at = len(SEGMENT) + 1
-            length = stored[at - 1]
+            length = stored[at - 1] if len(stored) >= at else -1
             if length not in (0, _DIGEST) or len(stored) < at + length + 2:
                 raise ValueError("its header is cut short or names no digest")
             previous = HANDLE_PREFIX + stored[at : at + length].hex() if length else None
@@ -443,7 +443,8 @@ def _decoded(run_id: str, chain: Sequence[_Link]) -> tuple[tuple[Message, ...], 
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a transcript is decoded, as it was before.
+    """Python's cyclic garbage collector off while a transcript is decoded, then back as it was
+    (a caller that had it off keeps it off).
 
     Decoding a transcript makes tens of thousands of container objects (every message, part,
     tool call and argument), none of them garbage, and the collector runs every 700 new ones,

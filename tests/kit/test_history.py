@@ -266,12 +266,18 @@ def _encoded(messages: tuple[Message, ...]) -> list[bytes]:
     return [encode_message(message) for message in messages]
 
 
+def _after_200_messages() -> tuple[bytes, str]:
+    """The JSON of a chain's first 200 messages (more than a segment's context) and a handle
+    for the segment before the next one."""
+    context = b"".join(_encoded(conversation(200)))
+    assert len(context) > CONTEXT_BYTES
+    return context, handle_for(b"the segment before")
+
+
 def test_a_transient_segment_is_compressed_against_less_and_still_read() -> None:
     # A segment the next compaction replaces is compressed fast, against the last 4 KB only;
     # its header says so, and the reader needs nothing else to read it.
-    context = b"".join(_encoded(conversation(200)))
-    assert len(context) > CONTEXT_BYTES
-    previous = handle_for(b"the segment before")
+    context, previous = _after_200_messages()
     messages = _encoded(conversation(201)[-2:])
     kept, _ = encode_segment(previous, messages, context)
     transient, _ = encode_segment(previous, messages, context, transient=True)
@@ -286,9 +292,7 @@ def test_a_transient_segment_is_compressed_against_less_and_still_read() -> None
 def test_a_zstd_segment_round_trips_against_the_chain_and_stores_less_than_deflate() -> None:
     # What the default form is for: a compacted segment (16 boundaries' messages) against the
     # chain's preceding 32 KB, in fewer bytes than raw deflate of the same, read back whole.
-    context = b"".join(_encoded(conversation(200)))
-    assert len(context) > CONTEXT_BYTES
-    previous = handle_for(b"the segment before")
+    context, previous = _after_200_messages()
     messages = _encoded(conversation(216)[-16:])
     stored, body = encode_segment(previous, messages, context)
     deflated, same = encode_segment(previous, messages, context, form=SegmentForm.DEFLATE)

@@ -13,13 +13,13 @@ import re
 import secrets
 import signal
 import subprocess
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.docs.samples import matches, samples
+from tests.support.agent_manifests import openai_agent
 from tests.support.agentruns import (
     apply_run,
     condition,
@@ -61,32 +61,23 @@ def mcp() -> Iterator[McpBooks]:
 def agent_manifest(
     model: ModelServer, mcp: McpBooks, instructions: str = "Book, then charge."
 ) -> str:
-    return textwrap.dedent(f"""\
-        apiVersion: agentrun.dev/v1alpha1
-        kind: Agent
-        metadata:
-          name: booker
-        spec:
-          model:
-            provider: openai
-            name: gpt-4o-mini
-            baseURL: {model.openai_url}
-            apiKey:
-              valueFrom:
-                secretKeyRef: {{name: model-keys, key: openai}}
-            price: {{inputMicrosPerMillion: 150000, outputMicrosPerMillion: 600000}}
-            maxRetries: 0
-          instructions: {instructions}
-          maxIterations: 8
-          budget: {{maxCostMicros: 1000000}}
-          tools:
-            mcp:
-              - name: airline
-                url: {mcp.url}
-                allowedTools: [search_flights, book_flight, charge_card, send_sms]
-                tools:
-                  send_sms: {{requiresApproval: true}}
-        """)
+    return openai_agent(
+        "booker",
+        model.openai_url,
+        secret="model-keys",
+        instructions=instructions,
+        more=f"""\
+            maxIterations: 8
+            budget: {{maxCostMicros: 1000000}}
+            tools:
+              mcp:
+                - name: airline
+                  url: {mcp.url}
+                  allowedTools: [search_flights, book_flight, charge_card, send_sms]
+                  tools:
+                    send_sms: {{requiresApproval: true}}
+            """,
+    )
 
 
 def get_agent(kube: Kube, name: str = "booker") -> dict[str, Any]:

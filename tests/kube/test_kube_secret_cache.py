@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import textwrap
 import time
 from collections.abc import Iterator
 
 import pytest
 from kubernetes.config import new_client_from_config
+from tests.support.agent_manifests import openai_agent
 from tests.support.kube import ControlPlane, Kube
 from tests.support.operator import Operators, wait_for
 
@@ -74,23 +74,7 @@ def _keys(model: ModelServer, since: float = 0.0) -> set[str]:
 @pytest.fixture(scope="module")
 def keyed(kube: Kube, operators: Operators, model: ModelServer) -> Kube:
     _secret(kube, OLD_KEY)
-    agent = textwrap.dedent(f"""\
-        apiVersion: agentrun.dev/v1alpha1
-        kind: Agent
-        metadata:
-          name: keyed
-        spec:
-          model:
-            provider: openai
-            name: gpt-4o-mini
-            baseURL: {model.openai_url}
-            apiKey:
-              valueFrom:
-                secretKeyRef: {{name: keys, key: openai}}
-            price: {{inputMicrosPerMillion: 150000, outputMicrosPerMillion: 600000}}
-            maxRetries: 0
-          instructions: Say done.
-        """)
+    agent = openai_agent("keyed", model.openai_url, secret="keys", instructions="Say done.")
     kube.kubectl("apply", "-f", "-", stdin=agent)
     wait_for(
         "the Agent to be Ready",

@@ -9,6 +9,7 @@ import secrets
 from pydantic import Field
 
 from agentrun._base import FrozenModel
+from agentrun.errors import ConfigurationError
 from agentrun.history import SegmentForm
 from agentrun.operator.kube_secrets import DEFAULT_MAX_AGE
 from agentrun.operator.resource import CONTROLLER_PATTERN
@@ -76,12 +77,11 @@ class OperatorConfig(FrozenModel):
 
 def _segment_form(given: str | None) -> SegmentForm:
     if not given:
-        return SegmentForm.ZSTD
+        default: SegmentForm = OperatorConfig.model_fields["segment_form"].default
+        return default
     try:
         return SegmentForm(given)
     except ValueError:
-        from agentrun.errors import ConfigurationError
-
         raise ConfigurationError(
             f"AGENTRUN_SEGMENT_FORM={given!r} is not a segment form: use "
             f"{' or '.join(form.value for form in SegmentForm)} (the chart's segmentForm sets it)"

@@ -13,9 +13,9 @@ safe:
   a service refused a value from it (401 or 403: ``refused``); a read that fails is not kept.
 * *Nothing reaches disk, a log, a status or an event*: the data stay in this process's memory,
   in one dict keyed by namespace and name, as the API server returned them (base64); the entry
-  shows no data in its ``repr``, and the value is decoded only for the request that uses it —
-  exactly the exposure of the read-per-request it replaces, which held the same bytes in memory
-  for the length of a request.
+  shows no data in its ``repr``, is let go once it is ``max_age`` old, and the value is decoded
+  only for the request that uses it: the read-per-request it replaces held the same bytes in
+  memory for the length of a request, this for ``max_age`` seconds more.
 * *No namespace sees another's*: the key is (namespace, name), and a ``KubeSecrets`` reads only
   its own namespace, as before.
 * *Many runs at once cost one read*: runs that ask while a read is on its way wait for it rather
@@ -68,9 +68,18 @@ class SecretCache:
         self._reads.pop((namespace, name), None)
 
     def _settled(self, key: tuple[str, str], kept: _Read, read: asyncio.Future[SecretData]) -> None:
-        """A failed read is not kept (the next request reads again), nor one with no max age."""
+        """A failed read is not kept (the next request reads again), nor one with no max age;
+        one that came is let go once it is ``max_age`` old, so a Secret no run asks for any
+        more (a deleted one, an Agent gone) does not stay in memory for the life of the
+        process."""
         failed = read.cancelled() or read.exception() is not None
-        if (failed or self.max_age <= 0) and self._reads.get(key) is kept:
+        if failed or self.max_age <= 0:
+            self._expire(key, kept)
+        else:
+            asyncio.get_running_loop().call_later(self.max_age, self._expire, key, kept)
+
+    def _expire(self, key: tuple[str, str], kept: _Read) -> None:
+        if self._reads.get(key) is kept:  # not a newer read of the same Secret
             del self._reads[key]
 
 

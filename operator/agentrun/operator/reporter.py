@@ -127,8 +127,9 @@ class RunReporter:
         anything else of the run, over ``known`` (the object as last returned by the API server)
         if it still stands.
 
-        ``LeaseTaken`` is posted when the lease passes from one holder to another (the status
-        carried an earlier fence), not for a run's first lease: there the ``Succeeded`` condition
+        ``LeaseTaken`` is posted whenever the status carried an earlier fence (a handover, or
+        this replica taking its own run up again, after a pause or an approval), not for a run's
+        first lease: there the ``Succeeded`` condition
         (``Running``, naming the holder and fence) says the same, and the event cost every run a
         request and both the API server and the replica its share of CPU at 1,000 runs. A person
         reading ``kubectl describe`` still sees every handover (``LeaseTaken``, ``RunResumed``)."""

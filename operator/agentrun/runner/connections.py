@@ -145,7 +145,7 @@ class Connections:
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
                 limit=self.transport.limits.max_connections or 0,
-                keepalive_timeout=KEEPALIVE_SECONDS,
+                keepalive_timeout=self.transport.limits.keepalive_expiry,
                 ssl=self.transport.ssl_context,
             ),
             cookie_jar=aiohttp.DummyCookieJar(),

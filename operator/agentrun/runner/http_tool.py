@@ -80,13 +80,14 @@ def http_tool(
                 json=None if query else values,
             )
         except httpx2.ConnectError as error:
-            raise ToolError(
-                f"the call was not made: {where} could not connect ({error})"
-            ) from error
+            # Scrubbed: an error may name the URL (aiohttp's connection timeout does), whose
+            # query may carry revealed values.
+            said = revealed.scrub(str(error))
+            raise ToolError(f"the call was not made: {where} could not connect ({said})") from error
         except httpx2.HTTPError as error:
+            said = revealed.scrub(f"{type(error).__name__}: {error}")
             raise ToolTransportError(
-                f"{where} was sent and no answer came back ({type(error).__name__}: {error}); "
-                "nobody knows whether it acted"
+                f"{where} was sent and no answer came back ({said}); nobody knows whether it acted"
             ) from error
         revealed.refused(response.status_code)
         answer = revealed.scrub(response.text)
