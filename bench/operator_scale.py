@@ -53,8 +53,9 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import new_client_from_config
-from tests.support.kube import REPO, ControlPlane, free_port, kubectl_binary, start_control_plane
+from tests.support.kube import REPO, ControlPlane, kubectl_binary, start_control_plane
 from tests.support.operator import Replica
+from tests.support.ports import free_port
 from tests.support.redis_server import RedisServer
 from urllib3.exceptions import HTTPError
 

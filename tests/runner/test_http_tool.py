@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
@@ -23,6 +22,7 @@ from agentrun.runner.spec import HttpToolSpec
 from agentrun.stores.memory import MemoryBackend
 from tests.runner.helpers import agent, runner, script, tool_results
 from tests.runner.wire import endpoint
+from tests.support.ports import free_port
 
 BOOKING: dict[str, JsonValue] = {"flight": "LH1172", "passenger": "Ada Lovelace"}
 TURNS = ([("reserve", BOOKING)], "done")
@@ -187,9 +187,7 @@ async def test_a_missing_secret_means_the_call_was_not_made(
 async def test_a_service_nobody_answers_on_means_the_call_was_not_made(
     pool: Connections, memory: MemoryBackend
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     result = await runner(memory, script(*TURNS)).run(
         _agent(pool, f"http://127.0.0.1:{port}"), "go", tenant="t", run_id="r"
     )

@@ -21,7 +21,6 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import ssl
 import subprocess
 import time
@@ -36,6 +35,7 @@ from typing import Any, Protocol
 import pytest
 
 from tests.support.cli import COMMAND, cli_env
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 KUBE_TOOLS = "bash hack/kube-tools.sh"
@@ -107,13 +107,6 @@ def helm_binary() -> str:
 
 def hadolint_binary() -> str:
     return find_binary("hadolint", "HADOLINT", f"run `{KUBE_TOOLS}` to install it")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _openssl(*args: str, cwd: Path) -> None:

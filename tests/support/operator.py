@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kube import REPO, Cluster, Kube, free_port
+from tests.support.kube import REPO, Cluster, Kube
+from tests.support.ports import free_port
 from tests.support.redis_server import RedisServer
 
 

@@ -19,7 +19,6 @@ import contextlib
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -27,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.ports import free_port
 
 INSTALL_HINT = (
     "install Debian's postgresql package (`make deps` or `bash hack/install-deps.sh` does), "
@@ -70,12 +71,6 @@ def bin_dir() -> Path:
     pytest.fail(
         f"no PostgreSQL server binaries found (initdb, pg_ctl); {INSTALL_HINT}", pytrace=False
     )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

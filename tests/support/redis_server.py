@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
+
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 20.0
 INSTALL_HINT = "install Debian's redis-server (`make deps` or `bash hack/install-deps.sh` does)"
@@ -36,13 +38,6 @@ def redis_binary(name: str) -> str:
     if found is None:
         pytest.fail(f"{name} not found on PATH; {INSTALL_HINT}", pytrace=False)
     return found
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _answers_ping(port: int) -> bool:
