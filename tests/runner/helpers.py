@@ -28,6 +28,7 @@ from agentrun.runner.loop import AgentRunner
 from agentrun.runner.pricing import DEFAULT_PRICES, PriceTable
 from agentrun.runner.providers.base import ModelReply, Provider
 from agentrun.runner.providers.scripted import ScriptedProvider
+from agentrun.runner.secrets import SecretKeyRef
 from agentrun.runner.tools import Tool
 from agentrun.stores.memory import MemoryLeaseStore
 
@@ -167,3 +168,17 @@ class Recording:
     ) -> ModelReply:
         self.shown.append(tuple(messages))
         return await self.inner.complete(model=model, messages=messages, tools=tools)
+
+
+@dataclass
+class KeptSecrets:
+    """A resolver that keeps what it read, as the operator's does; it records what was refused."""
+
+    values: dict[str, str]
+    refusals: list[str] = field(default_factory=list)
+
+    async def resolve(self, ref: SecretKeyRef) -> str:
+        return self.values[str(ref)]
+
+    def refused(self, ref: SecretKeyRef) -> None:
+        self.refusals.append(str(ref))

@@ -24,13 +24,13 @@ from agentrun.runner.mcp_tools import McpServer, disposition_of
 from agentrun.runner.providers.base import ModelReply
 from agentrun.runner.providers.scripted import ScriptedProvider
 from agentrun.runner.results import RunStatus
-from agentrun.runner.secrets import MappingSecrets
+from agentrun.runner.secrets import MappingSecrets, SecretResolver
 from agentrun.runner.spec import AgentSpec, McpServerSpec
 from agentrun.runner.tools import Disposition, Tool, ToolTransportError
 from agentrun.stores.memory import MemoryBackend
 from agentrun.testing.mcp_server import McpBooks
 from agentrun.testing.mcp_server import serving as mcp_serving
-from tests.runner.helpers import agent, runner, script, tool_results
+from tests.runner.helpers import KeptSecrets, agent, runner, script, tool_results
 from tests.support.gateway import gateway
 
 
@@ -41,13 +41,23 @@ async def pool() -> AsyncIterator[Connections]:
     await connections.aclose()
 
 
-async def _tools(books: McpBooks, pool: Connections, **spec: object) -> dict[str, Tool]:
+async def _tools(
+    books: McpBooks, pool: Connections, secrets: SecretResolver | None = None, **spec: object
+) -> dict[str, Tool]:
     server = McpServer(
         McpServerSpec.model_validate({"name": "airline", "url": books.url, **spec}),
         connections=pool,
-        secrets=MappingSecrets({"airline/token": "airline-token-1"}),
+        secrets=secrets or MappingSecrets({"airline/token": "airline-token-1"}),
     )
     return {tool.name: tool for tool in await server.discover()}
+
+
+KEY_HEADER = {
+    "Authorization": {
+        "valueFrom": {"secretKeyRef": {"name": "airline", "key": "token"}},
+        "prefix": "Bearer ",
+    }
+}
 
 
 def _listed(annotations: ToolAnnotations | None) -> McpTool:
@@ -157,12 +167,7 @@ async def test_a_call_carries_the_models_arguments_headers_and_the_key_in_meta(
     tools = await _tools(
         airline,
         pool,
-        headers={
-            "Authorization": {
-                "valueFrom": {"secretKeyRef": {"name": "airline", "key": "token"}},
-                "prefix": "Bearer ",
-            }
-        },
+        headers=KEY_HEADER,
         tools={"book_flight": {"keyArguments": ["flight", "passenger"]}},
     )
     arguments = {"flight": "LH1172", "passenger": "Ada"}
@@ -175,6 +180,29 @@ async def test_a_call_carries_the_models_arguments_headers_and_the_key_in_meta(
     assert (call.arguments, call.key) == (arguments, remote_key("t", "r", local))
     assert call.headers["authorization"] == "Bearer airline-token-1"
     assert '"seat": "12A"' in tool_results(result.messages)["c0_0"]
+
+
+async def test_a_key_the_server_refuses_is_read_afresh_and_the_call_was_not_made(
+    airline: McpBooks, pool: Connections, memory: MemoryBackend
+) -> None:
+    """The key is rotated behind the agent's back: the server answers 401 to the old one. A
+    resolver that keeps values is told which Secret was refused (so the next call reads it
+    afresh), and a call refused at the door was not made."""
+    kept = KeptSecrets({"airline/token": "airline-token-1"})
+    tools = await _tools(airline, pool, kept, headers=KEY_HEADER)
+    assert kept.refusals == []
+    airline.token = "airline-token-2"
+    result = await runner(memory, script([("send_sms", {"phone": "1", "text": "x"})], "done")).run(
+        agent(tools["send_sms"]), "go", tenant="t", run_id="r"
+    )
+    assert result.status is RunStatus.COMPLETED
+    assert tool_results(result.messages)["c0_0"].startswith("error: the call was not made: ")
+    assert airline.calls == []
+    assert set(kept.refusals) == {"airline/token"}
+    kept.refusals.clear()
+    with pytest.raises(ConfigurationError, match="could not be listed"):
+        await _tools(airline, pool, kept, headers=KEY_HEADER)
+    assert set(kept.refusals) == {"airline/token"}
 
 
 async def test_an_error_result_is_the_tool_answering_and_is_told_to_the_model(

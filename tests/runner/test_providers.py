@@ -9,7 +9,6 @@ retries are spent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -25,10 +24,10 @@ from agentrun.runner.pricing import ModelPrice, PriceTable
 from agentrun.runner.providers.anthropic import AnthropicMessagesProvider
 from agentrun.runner.providers.base import ProviderError
 from agentrun.runner.results import RunStatus
-from agentrun.runner.secrets import MappingSecrets, SecretKeyRef, SecretReference
+from agentrun.runner.secrets import MappingSecrets, SecretReference
 from agentrun.stores.memory import MemoryBackend
 from agentrun.testing.model_server import Turn, serving
-from tests.runner.helpers import Probe, runner, tool_results
+from tests.runner.helpers import KeptSecrets, Probe, runner, tool_results
 from tests.runner.models import Kind, by_the_sdk_method, path, provider
 
 CONVERSATION = (Message.of("system", "Be brief."), Message.of("user", "book LH1172"))
@@ -185,20 +184,6 @@ async def test_a_refused_key_is_not_asked_again(kind: Kind) -> None:
             await provider(kind, server).complete(model="m", messages=CONVERSATION, tools=[])
     assert len(server.seen) == 1
     assert (failed.value.status, failed.value.attempts) == (401, 1)
-
-
-@dataclass
-class KeptSecrets:
-    """A resolver that keeps what it read, as the operator's does; it records what was refused."""
-
-    values: dict[str, str]
-    refusals: list[str] = field(default_factory=list)
-
-    async def resolve(self, ref: SecretKeyRef) -> str:
-        return self.values[str(ref)]
-
-    def refused(self, ref: SecretKeyRef) -> None:
-        self.refusals.append(str(ref))
 
 
 @pytest.mark.parametrize(("status", "told"), [(401, True), (403, True), (400, False)])

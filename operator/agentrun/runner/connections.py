@@ -164,15 +164,22 @@ class Connections:
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
         on_request: Callable[[httpx2.Request], Awaitable[None]] | None = None,
+        on_response: Callable[[httpx2.Response], Awaitable[None]] | None = None,
     ) -> httpx2.AsyncClient:
-        """A client over the shared pool; ``timeout`` bounds each request (None: none), and
-        ``on_request`` is shown every request the client hands to the transport."""
+        """A client over the shared pool; ``timeout`` bounds each request (None: none),
+        ``on_request`` is shown every request the client hands to the transport and
+        ``on_response`` every response it gets back (before any body is read)."""
+        hooks: dict[str, list[Callable[..., Awaitable[None]]]] = {}
+        if on_request is not None:
+            hooks["request"] = [on_request]
+        if on_response is not None:
+            hooks["response"] = [on_response]
         return httpx2.AsyncClient(
             transport=self.transport,
             headers=headers,
             timeout=timeout,
             cookies=_no_cookies(),
-            event_hooks={"request": [on_request]} if on_request else None,
+            event_hooks=hooks or None,
         )
 
     async def aclose(self) -> None:

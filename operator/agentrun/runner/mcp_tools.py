@@ -176,11 +176,19 @@ class McpServer:
         self.secrets = secrets
         self.discovered: tuple[DiscoveredTool, ...] = ()
 
-    def _client(self, headers: dict[str, str], unsent: Unsent | None = None) -> Client:
+    def _client(
+        self, headers: dict[str, str], revealed: Revealed, unsent: Unsent | None = None
+    ) -> Client:
+        async def answered(response: httpx2.Response) -> None:
+            # A 401/403 from the server or a gateway in front of it: a kept key is read afresh
+            # next time, whatever the SDK makes of the status.
+            revealed.refused(response.status_code)
+
         http = self.connections.client(
             headers=headers,
             timeout=self.spec.timeout_seconds,
             on_request=unsent.hand if unsent else None,
+            on_response=answered,
         )
         return Client(
             streamable_http_client(self.spec.url, http_client=http),
@@ -193,7 +201,8 @@ class McpServer:
         revealed = Revealed(self.secrets)
         listed: list[McpTool] = []
         try:
-            async with self._client(await revealed.reveal_all(self.spec.headers)) as client:
+            headers = await revealed.reveal_all(self.spec.headers)
+            async with self._client(headers, revealed) as client:
                 cursor: str | None = None
                 while True:
                     page = await client.list_tools(cursor=cursor)
@@ -275,7 +284,7 @@ class McpServer:
         unsent = Unsent()
         result: CallToolResult | None = None
         try:
-            async with self._client(headers, unsent) as client:
+            async with self._client(headers, revealed, unsent) as client:
                 opened = True
                 result = await client.call_tool(name, given, meta=meta)
         except Exception as error:

@@ -12,7 +12,8 @@ The server keeps its own books (``calls``, ``bookings``, ``charges``, ``texts``)
 second charge would show up. ``hold(tool)`` makes that tool's next call wait, once it has acted,
 until ``release`` — the moment a test kills the caller. ``sever(times)`` lets the next
 ``tools/call`` requests run and then answers them with 502, so the caller cannot know whether
-they acted; ``refuse(times)`` answers them with a JSON-RPC error instead of running them.
+they acted; ``refuse(times)`` answers them with a JSON-RPC error instead of running them;
+``token``, when set, is the only key it lets in (401 for any other).
 
 It runs under uvicorn in a thread of its own (``serving``), like ``model_server``.
 """
@@ -57,6 +58,9 @@ class McpBooks:
     texts: list[tuple[str, str]] = field(default_factory=list)
     held: dict[str, threading.Event] = field(default_factory=dict)
     faults: list[Literal["sever", "refuse"]] = field(default_factory=list)
+    token: str | None = None
+    """When set, a request without ``Authorization: Bearer <token>`` is answered 401 and never
+    reaches the server, as a gateway that checks keys answers it."""
     server: MCPServer | None = None
     """The server itself, to change what it lists (``remove_tool``) while it runs."""
 
@@ -133,10 +137,17 @@ def booking_server(books: McpBooks) -> MCPServer:
 
 
 def _faulty(books: McpBooks, app: Any) -> Any:
-    """The app, but a severed ``tools/call`` runs and is then answered with 502, and a refused
-    one is answered with a JSON-RPC error without running."""
+    """The app, but a request without the key (``McpBooks.token``) is answered 401, a severed
+    ``tools/call`` runs and is then answered with 502, and a refused one is answered with a
+    JSON-RPC error without running."""
 
     async def faulty(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and books.token is not None:
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if given != f"Bearer {books.token}".encode():
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"invalid token"})
+                return
         if scope["type"] != "http" or scope["method"] != "POST" or not books.faults:
             await app(scope, receive, send)
             return
