@@ -426,7 +426,13 @@ def test_helm_install_creates_the_objects_with_least_privilege(
     assert "append-only file on PersistentVolumeClaim agentrun-agentrun-operator-redis" in (
         result.stdout.replace("\n", " ")
     )
-    assert "--clusterrole=agentrun-approve" in result.stdout
+    # The notes' commands are meant to be pasted: the one that grants approving runs as printed.
+    (grant,) = (line.split() for line in result.stdout.splitlines() if "rolebinding" in line)
+    bound = kube.kubectl(
+        *[other_namespace if word == "NAMESPACE" else word for word in grant[1:]],
+        "--dry-run=server", "-o", "name",
+    )  # fmt: skip
+    assert bound.stdout.strip() == "rolebinding.rbac.authorization.k8s.io/alice-approves"
 
     listed = kube.kubectl(
         "get", "deployments,services,serviceaccounts,secrets,persistentvolumeclaims",
