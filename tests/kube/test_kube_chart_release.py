@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.support.agent_manifests import openai_agent
 from tests.support.agentruns import apply_run, wait_until_completed
 from tests.support.chart import CHART, private_cluster, service_account_kubeconfig
 from tests.support.kube import Kube, helm_binary
@@ -190,7 +191,9 @@ def test_runs_deleted_before_uninstall_are_forgotten_and_nothing_is_left_termina
     installed: Kube, redis: RedisServer, effects: Path, tmp_path: Path
 ) -> None:
     """The documented order: delete the runs while the operator runs (it forgets their store
-    data and releases its finalizers), then uninstall; the CRD stays (crds.keep)."""
+    data and releases its finalizers), then uninstall; the CRD stays (crds.keep). An Agent the
+    operator probed can still be deleted after the uninstall: nothing of the operator's holds
+    it (kopf's finalizer on it would, for good, and so would its namespace)."""
     workload = Kube(installed.control_plane, "workload", installed.kubectl_bin)
     installed.kubectl("create", "namespace", workload.namespace)
     pool = Operators(
@@ -209,6 +212,11 @@ def test_runs_deleted_before_uninstall_are_forgotten_and_nothing_is_left_termina
     )
     pool.start("replica")
     try:
+        workload.kubectl(
+            "apply", "-f", "-",
+            stdin=openai_agent("desk", "http://127.0.0.1:9/v1", secret="nowhere", instructions="x"),
+        )  # fmt: skip
+        wait_for("the Agent to be probed", lambda: probed(workload, "desk"), 30, pool.logs)
         apply_run(workload, "booked", "slowbook")
         wait_until_completed(workload, "booked", pool.logs)
         run = json.loads(workload.kubectl("get", "agentrun", "booked", "-o", "json").stdout)
@@ -226,6 +234,12 @@ def test_runs_deleted_before_uninstall_are_forgotten_and_nothing_is_left_termina
     assert terminating(installed) == []
     assert crd(installed)["metadata"].get("deletionTimestamp") is None
     assert installed.helm(helm_binary(), "list", "-q").stdout.strip() == ""
+    workload.kubectl("delete", "agent", "desk", "--timeout=20s")
+
+
+def probed(kube: Kube, agent: str) -> bool:
+    found = json.loads(kube.kubectl("get", "agent", agent, "-o", "json").stdout)
+    return "probedAt" in (found.get("status") or {})
 
 
 def test_without_crds_keep_uninstall_removes_the_crd_once_the_runs_are_gone(

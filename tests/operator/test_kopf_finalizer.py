@@ -1,5 +1,5 @@
-"""kopf keeps no finalizer of its own on runs (``main.keep_no_kopf_finalizer``), and still one
-on Agents, whose probe timer it stops before they go."""
+"""kopf keeps no finalizer of its own on runs or Agents (``main.keep_no_kopf_finalizer``): one
+left by an uninstalled operator would block their deletion for good."""
 
 from __future__ import annotations
 
@@ -18,5 +18,5 @@ def test_a_runs_daemon_requires_no_kopf_finalizer() -> None:
     assert _requires_finalizer(main.run_agent) is False
 
 
-def test_an_agents_probe_timer_still_does() -> None:
-    assert _requires_finalizer(main.probe_agent) is True
+def test_an_agents_probe_timer_requires_none_either() -> None:
+    assert _requires_finalizer(main.probe_agent) is False

@@ -25,6 +25,9 @@ _SPAN = 12_000
 """How many ports below the ephemeral range the tests draw from."""
 
 _given: set[int] = set()
+_draw = random.SystemRandom()
+"""Not ``random``'s shared generator, which a test or plugin may seed: two sessions seeded alike
+would draw the same ports."""
 
 
 def _ephemeral_start() -> int:
@@ -56,7 +59,7 @@ def _bindable(port: int) -> bool:
 def free_port() -> int:
     """A loopback port nothing listens on, outside the ephemeral range, not given out before."""
     candidates = [port for port in _worker_slice() if port not in _given]
-    random.shuffle(candidates)
+    _draw.shuffle(candidates)
     for port in candidates:
         if _bindable(port):
             _given.add(port)

@@ -78,10 +78,11 @@ def refuse_diff_users(registry: kopf.OperatorRegistry) -> None:
 
 
 def daemon_finalizer(controller: str) -> str:
-    """kopf's finalizer for this install's Agents (their probe timers), one per controller name:
-    two installs would otherwise take turns adding and removing it. Runs carry none (``main``):
-    earlier releases put this name on runs too, and kopf drops it at a run's next event, nothing
-    requiring it. The default install keeps the name every earlier release used."""
+    """kopf's finalizer name for this install, one per controller name: two installs would
+    otherwise take turns adding and removing it. No handler requires it any more
+    (``main.keep_no_kopf_finalizer``); it is still set so that kopf drops it from the runs and
+    Agents earlier releases gave it to, at their next event. The default install keeps the name
+    every earlier release used."""
     return "agentrun.dev/daemon" if controller == DEFAULT_CONTROLLER else f"{controller}-daemon"
 
 

@@ -82,22 +82,31 @@ async def run_agent(
         await RunWorker(context, body, lambda: bool(stopped), logger, news).work()
 
 
-def keep_no_kopf_finalizer(daemon: object) -> None:
-    """kopf puts a finalizer of its own on every object one of its daemons runs for, to stop the
-    daemon before the object goes; the decorator offers no way out of it. A run needs none: ours
-    (``finalizers``) keeps the object from the run's first store access until it is forgotten,
-    and before that a run deleted is gone at once and its worker stops at the ``DELETED`` event
-    (``news``). kopf's own cost ten requests a run in ``make bench-operator`` (two replicas racing
-    to add it, then to remove it, mostly with a stale ``resourceVersion``). So the daemon's
-    handler is registered as requiring none; runs an earlier release gave the finalizer lose it
-    at their next event, as kopf drops a finalizer nothing requires. Relies on kopf's registry
-    (pinned in constraints.txt; ``tests/operator/test_kopf_finalizer.py`` fails if it moves)."""
+def keep_no_kopf_finalizer(spawned: object) -> None:
+    """kopf puts a finalizer of its own on every object one of its daemons or timers runs for,
+    to stop it before the object goes; the decorators offer no way out of it. This operator
+    needs none, and one outliving its operator blocks deletions for good:
+
+    * A run: ours (``finalizers``) keeps the object from the run's first store access until it
+      is forgotten, and before that a run deleted is gone at once and its worker stops at the
+      ``DELETED`` event (``news``). kopf's own cost ten requests a run in
+      ``make bench-operator`` (two replicas racing to add it, then to remove it, mostly with a
+      stale ``resourceVersion``).
+    * An Agent: its probe only reads endpoints and patches the Agent's status, which a deleted
+      Agent no longer has. With kopf's finalizer, every Agent left when an install is
+      uninstalled (or when the second of two installs goes) could never be deleted, nor its
+      namespace, until someone removed the finalizer by hand.
+
+    So the handler is registered as requiring none; objects an earlier release gave the
+    finalizer lose it at their next event, as kopf drops a finalizer nothing requires. Relies on
+    kopf's registry (pinned in constraints.txt; ``tests/operator/test_kopf_finalizer.py`` fails
+    if it moves)."""
     handlers = kopf.get_default_registry()._spawning._handlers
     for index, handler in enumerate(handlers):
-        if handler.fn is daemon:
+        if handler.fn is spawned:
             handlers[index] = dataclasses.replace(handler, requires_finalizer=False)
             return
-    raise LookupError(f"{daemon!r} is not a registered kopf daemon")
+    raise LookupError(f"{spawned!r} is not a registered kopf daemon or timer")
 
 
 keep_no_kopf_finalizer(run_agent)
@@ -121,3 +130,6 @@ async def probe_agent(*, body: kopf.Body, memo: Any, patch: kopf.Patch, **_: Any
         patch.status.update(
             {k: v if k == "revision" else masker.json(v) for k, v in status.items()}
         )
+
+
+keep_no_kopf_finalizer(probe_agent)

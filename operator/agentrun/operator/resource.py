@@ -36,8 +36,8 @@ CONTROLLER_PATTERN = (
     r"/[A-Za-z0-9]([-A-Za-z0-9_.]{0,54}[A-Za-z0-9])?$"
 )
 """A controller name: a DNS subdomain, a slash, a name (``agentrun.dev/operator``). The name is
-at most 56 characters so that ``<controller name>-daemon`` is a valid finalizer (kopf's, per
-install: ``lifecycle.daemon_finalizer``)."""
+at most 56 characters so that ``<controller name>-daemon`` is a valid finalizer (the name kopf's
+would have, per install: ``lifecycle.daemon_finalizer``, which kopf drops from what carries it)."""
 _CONDITION_TYPE_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
