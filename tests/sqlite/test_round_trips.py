@@ -1,12 +1,12 @@
 """SQLite's round trips: each call on the database's thread (one transaction or one read) is one.
 
-A boundary is one ``BEGIN IMMEDIATE``; a resume reads the frontier with every segment in one
-read, then the run's records.
+A boundary is one ``BEGIN IMMEDIATE``; a resume reads the frontier with every segment and the
+run's records in one read transaction.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -15,6 +15,8 @@ from tests.support.round_trips import RoundTripsConformance
 
 
 class TestSqliteRoundTrips(RoundTripsConformance):
+    resume_round_trips: ClassVar[int] = 1
+
     @pytest.fixture
     def round_trips(self, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         made: list[str] = []
