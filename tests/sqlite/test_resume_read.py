@@ -1,65 +1,9 @@
-"""A resume on SQLite reads the frontier, its transcript and the run's records in one read
-transaction (``RunAndRecordsReader``), and decides exactly as when it lists the records apart;
-with a ``before_planning`` hook the records are listed after the hook, which writes them."""
+"""SQLite reads a resume's frontier, transcript and records in one read transaction."""
 
 from __future__ import annotations
 
-from agentrun import Backend
-from agentrun.backend import StoreSet
-from agentrun.checkpointing import Checkpointer
-from agentrun.frontier import Checkpoint
-from agentrun.messages import Message
-from agentrun.resume import ToolDisposition, plan_resume, read_and_plan
-from tests.support.frontiers import RUN, TENANT, frontier, pending
+from tests.support.resume_read import ResumeReadConformance
 
 
-async def _written(backend: StoreSet) -> None:
-    """A frontier with three calls outstanding, and records: c1 completed, c2 in flight, and
-    one for a call no frontier names (unaccounted)."""
-    calls = [pending("c1", key="book-c1"), pending("c2", key="book-c2"), pending("c3", key="k3")]
-    asked = Message(role="assistant", tool_calls=tuple(p.call for p in calls))
-    checkpoint = frontier(
-        messages=(Message.of("user", "book three"), asked), pending=tuple(calls), fence=1
-    )
-    checkpointer = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-    )
-    assert await checkpointer.write(checkpoint) is not None, checkpointer.last_error
-    ids = backend.idempotency
-    for key, call in (("book-c1", "c1"), ("book-c2", "c2"), ("lost", "c9")):
-        await ids.begin(TENANT, RUN, key, holder="w1", fence=1, call_id=call, tool="book_flight")
-    await ids.record(TENANT, RUN, "book-c1", "booked c1", holder="w1", fence=1)
-
-
-async def test_one_read_decides_as_two(backend: Backend) -> None:
-    assert isinstance(backend, StoreSet)
-    await _written(backend)
-    fresh = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-    )
-    checkpoint, messages, plan = await read_and_plan(fresh, backend.idempotency, TENANT, RUN)
-    apart = await plan_resume(checkpoint, backend.idempotency, messages)
-    assert plan == apart
-    assert [d.disposition for d in plan.decisions] == [
-        ToolDisposition.COMPLETED,
-        ToolDisposition.INDETERMINATE,
-        ToolDisposition.NEVER_RAN,
-    ]
-    assert plan.completed[0].outcome == "booked c1"
-    assert [r.key for r in plan.unaccounted] == ["lost"]
-
-
-async def test_records_written_by_before_planning_are_planned(backend: Backend) -> None:
-    assert isinstance(backend, StoreSet)
-    await _written(backend)
-    ids = backend.idempotency
-
-    async def resolve(_: Checkpoint) -> None:  # a person answers for c3 under the lease
-        await ids.begin(TENANT, RUN, "k3", holder="w2", fence=1, call_id="c3", tool="book_flight")
-        await ids.record(TENANT, RUN, "k3", "booked by hand", holder="w2", fence=1)
-
-    fresh = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-    )
-    _, _, plan = await read_and_plan(fresh, ids, TENANT, RUN, before_planning=resolve)
-    assert [d.outcome for d in plan.completed] == ["booked c1", "booked by hand"]
+class TestSqliteResumeRead(ResumeReadConformance):
+    pass
