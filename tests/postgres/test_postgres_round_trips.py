@@ -7,7 +7,7 @@ besides the stores' own statements (a reset on release) is counted too.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import asyncpg
 import pytest
@@ -18,8 +18,6 @@ SENDING = ("execute", "fetch", "fetchrow", "fetchval")
 
 
 class TestPostgresRoundTrips(RoundTripsConformance):
-    resume_round_trips: ClassVar[int] = 1
-
     @pytest.fixture
     def round_trips(self, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         sent: list[str] = []

@@ -6,7 +6,7 @@ run's records in one read transaction.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -15,8 +15,6 @@ from tests.support.round_trips import RoundTripsConformance
 
 
 class TestSqliteRoundTrips(RoundTripsConformance):
-    resume_round_trips: ClassVar[int] = 1
-
     @pytest.fixture
     def round_trips(self, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         made: list[str] = []
