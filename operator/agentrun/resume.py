@@ -341,8 +341,8 @@ async def read_and_plan(
     record a former holder made before losing it is seen either way, and one snapshot cannot
     pair a frontier with records older than it (a record written after the snapshot is by a
     holder that has lost the lease, as one written after the separate listing always could
-    be). With ``before_planning`` the records are listed
-    after it, since it writes records (people's resolutions) the plan must see.
+    be). With ``before_planning`` the records are listed after it, since it writes records
+    (people's resolutions) the plan must see.
     """
     boundaries = checkpoints.boundaries
     if (
