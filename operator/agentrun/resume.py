@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol, runtime_checkable
 
 from agentrun._base import FrozenModel
 from agentrun.checkpointing import Checkpointer
@@ -44,9 +45,16 @@ from agentrun.errors import (
     NothingCheckpointedError,
     ResumeConflictError,
 )
-from agentrun.frontier import Checkpoint, PendingCall
+from agentrun.frontier import Checkpoint, PendingCall, decode
 from agentrun.history import HistoryStore
-from agentrun.idempotency import Claim, ClaimState, IdempotencyStore, ListedRecord, marker_key
+from agentrun.idempotency import (
+    Claim,
+    ClaimState,
+    IdempotencyStore,
+    ListedRecord,
+    MaskedOutcomes,
+    marker_key,
+)
 from agentrun.leases import LeasePolicy, LeaseStore, RunLease
 from agentrun.messages import Message
 
@@ -163,10 +171,15 @@ async def plan_resume(
     checkpoint: Checkpoint,
     idempotency: IdempotencyStore,
     transcript: Sequence[Message] | None = None,
+    *,
+    records: Sequence[ListedRecord] | None = None,
 ) -> ResumePlan:
     """Decide every pending call of ``checkpoint`` and account for every record of its run;
     read-only. ``transcript`` is the checkpoint's whole conversation; it must be given for a
-    checkpoint whose transcript is out of line (``Checkpointer.transcript`` resolves it)."""
+    checkpoint whose transcript is out of line (``Checkpointer.transcript`` resolves it).
+    ``records`` is the run's records (``IdempotencyStore.records``) when they were read already,
+    under the lease and no earlier than the checkpoint (``read_and_plan``); else they are
+    listed here."""
     if transcript is None:
         if checkpoint.history_handle is not None:
             raise ConfigurationError(
@@ -175,7 +188,8 @@ async def plan_resume(
                 "says which recorded calls the conversation already answers"
             )
         transcript = checkpoint.messages
-    records = await idempotency.records(checkpoint.tenant, checkpoint.run_id)
+    if records is None:
+        records = await idempotency.records(checkpoint.tenant, checkpoint.run_id)
     listed = {record.key: record for record in records}
     decisions = [
         await _decide(pending, checkpoint.tenant, checkpoint.run_id, idempotency, listed)
@@ -234,6 +248,23 @@ async def release_resume(
     await idempotency.abandon(
         tenant, run_id, RESUME_CLAIM_KEY, holder=claim.record.holder, fence=claim.record.fence
     )
+
+
+@runtime_checkable
+class RunAndRecordsReader(Protocol):
+    """A ``RunReader`` that also reads the run's idempotency records in the same round trip and
+    snapshot as its frontier and segments, when they live in its database: a resume with
+    nothing to do between the two reads (``read_and_plan`` without ``before_planning``) then
+    costs one round trip instead of two."""
+
+    def lists_records_of(self, idempotency: IdempotencyStore) -> bool:
+        """Whether ``read_run_and_records`` reads ``idempotency``'s records (one database)."""
+
+    async def read_run_and_records(
+        self, tenant: str, run_id: str
+    ) -> tuple[bytes | None, Mapping[str, bytes], tuple[ListedRecord, ...]]:
+        """``RunReader.read_run``'s frontier and segments, and ``IdempotencyStore.records`` of
+        the run, all read in one snapshot (no records when there is no frontier)."""
 
 
 @dataclass(frozen=True)
@@ -302,7 +333,31 @@ async def read_and_plan(
     before_planning: Callable[[Checkpoint], Awaitable[None]] | None = None,
 ) -> tuple[Checkpoint, tuple[Message, ...], ResumePlan]:
     """The run's frontier, its whole transcript, and the plan for its outstanding calls; for a
-    caller that already keeps other workers away (the lease, or the resume claim)."""
+    caller that already keeps other workers away (the lease, or the resume claim).
+
+    Without ``before_planning``, a ``RunAndRecordsReader`` holding ``idempotency``'s records
+    reads the frontier, its segments and the run's records in one round trip. That is as safe
+    as listing the records after the frontier: both happen after the lease is held, so every
+    record a former holder made before losing it is seen either way, and one snapshot cannot
+    pair a frontier with records older than it (a record written after the snapshot is by a
+    holder that has lost the lease, as one written after the separate listing always could
+    be). With ``before_planning`` the records are listed after it, since it writes records
+    (people's resolutions) the plan must see.
+    """
+    boundaries = checkpoints.boundaries
+    if (
+        before_planning is None
+        and isinstance(boundaries, RunAndRecordsReader)
+        and boundaries.lists_records_of(_listing(idempotency))
+        and history in (None, checkpoints.history)
+    ):
+        payload, segments, records = await boundaries.read_run_and_records(tenant, run_id)
+        if payload is None:
+            raise NothingCheckpointedError(run_id, tenant)
+        checkpoint = decode(payload, run_id=run_id)
+        messages = await checkpoints.transcript(checkpoint, history, listed=segments)
+        plan = await plan_resume(checkpoint, idempotency, messages, records=records)
+        return checkpoint, messages, plan
     found = await checkpoints.resumable(tenant, run_id, history)
     if found is None:
         raise NothingCheckpointedError(run_id, tenant)
@@ -310,3 +365,9 @@ async def read_and_plan(
     if before_planning is not None:
         await before_planning(checkpoint)
     return checkpoint, messages, await plan_resume(checkpoint, idempotency, messages)
+
+
+def _listing(idempotency: IdempotencyStore) -> IdempotencyStore:
+    """The store whose records ``idempotency.records`` lists as they are: a ``MaskedOutcomes``
+    masks outcomes only, and a listing carries none."""
+    return idempotency.inner if isinstance(idempotency, MaskedOutcomes) else idempotency

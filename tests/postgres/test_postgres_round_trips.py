@@ -1,7 +1,7 @@
 """PostgreSQL's round trips: each statement asyncpg's connection sends is one.
 
-A boundary is one statement (``WITH``); a resume two (``SELECT`` of the frontier with every
-segment, ``SELECT`` of the run's records). Counted on the connection, so anything the pool sends
+A boundary is one statement (``WITH``); a resume one (``SELECT`` of the frontier with every
+segment and the run's records, ``UNION ALL``). Counted on the connection, so anything the pool sends
 besides the stores' own statements (a reset on release) is counted too.
 """
 

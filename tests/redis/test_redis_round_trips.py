@@ -2,7 +2,7 @@
 a Redis Cluster: commands sent in one write (a pipeline) are answered in one round trip.
 
 A boundary is a staged ``SET`` and a script in the run's slot, sent together; a resume is one
-script reading the frontier with every segment, then the run's records.
+script reading the frontier with every segment and the run's records.
 """
 
 from __future__ import annotations

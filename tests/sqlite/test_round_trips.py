@@ -1,7 +1,7 @@
 """SQLite's round trips: each call on the database's thread (one transaction or one read) is one.
 
-A boundary is one ``BEGIN IMMEDIATE``; a resume reads the frontier with every segment in one
-read, then the run's records.
+A boundary is one ``BEGIN IMMEDIATE``; a resume reads the frontier with every segment and the
+run's records in one read transaction.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 The promise (docs/architecture.md, "A boundary is one commit" and the resume's step 3): on the
 stores the kit ships, a boundary with its segment and charge is one round trip, and a resume is
-two however long the transcript (the frontier with every segment, then the run's records). A
+one however long the transcript (the frontier with every segment and the run's records:
+``RunAndRecordsReader``). A
 store's test module subclasses ``RoundTripsConformance`` beside its other conformance suites, on
 its real server, and provides the ``round_trips`` fixture: a list its driver hook appends one
 label to (the statement's or command's name) for each request it sends. The hook sits below
@@ -60,7 +61,7 @@ class RoundTripsConformance:
         )
         assert len(round_trips) == 1, round_trips
 
-    async def test_a_resume_is_two_round_trips_whatever_the_transcript(
+    async def test_a_resume_is_one_round_trip_whatever_the_transcript(
         self, backend: Backend, round_trips: list[str], tenant: str
     ) -> None:
         assert isinstance(backend, StoreSet)
@@ -84,4 +85,4 @@ class RoundTripsConformance:
         assert await resume() == tuple(messages)
         round_trips.clear()
         assert await resume() == tuple(messages)
-        assert len(round_trips) == 2, round_trips  # frontier and segments; the run's records
+        assert len(round_trips) == 1, round_trips  # frontier, segments and records

@@ -172,6 +172,11 @@ class PostgresStore:
     def _prepare(self, sql: Callable[[str], str]) -> None:
         raise NotImplementedError
 
+    def shares_tables_with(self, other: PostgresStore) -> bool:
+        """Whether ``other`` reads and writes the same tables through the same pool: one
+        statement may then read both stores' rows."""
+        return other._db.pool is self._db.pool and other._db.tables == self._db.tables
+
 
 class Database:
     """A pool and the table names, with every call timed and its driver errors translated."""

@@ -14,17 +14,22 @@ without the ledger's separate fence statement. A run with no total row yet (char
 version 1) starts from the sum of its charges, as the ledger does.
 
 ``read_run`` is one statement too: the frontier's row (no handle) and the run's segments' rows,
-``UNION ALL``, in the statement's one snapshot (``RunReader``).
+``UNION ALL``, in the statement's one snapshot (``RunReader``); ``read_run_and_records`` adds
+the run's idempotency records' rows (no handle, a key) to it (``RunAndRecordsReader``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+
+import asyncpg
 
 from agentrun.boundary import BoundaryCommit
 from agentrun.history import handle_for
+from agentrun.idempotency import IdempotencyStore, ListedRecord
 from agentrun.identifiers import check_key, check_run
 from agentrun.stores.postgres._shared import FENCE_CTE, PostgresStore, admit
+from agentrun.stores.postgres.idempotency import LIST, PostgresIdempotencyStore, listed_record
 from agentrun.stores.postgres.ledger import SPENT_SO_FAR
 
 _COMMIT = (
@@ -54,6 +59,14 @@ _READ_RUN = (
     "WHERE tenant = $1 AND run_id = $2 "
     "UNION ALL SELECT handle, segment FROM {history} WHERE tenant = $1 AND run_id = $2"
 )
+_READ_RUN_AND_RECORDS = (
+    "SELECT NULL::text AS handle, payload AS stored, NULL::text AS key, NULL::text AS state, "
+    "NULL::text AS holder, NULL::bigint AS fence, NULL::text AS call_id, NULL::text AS tool "
+    "FROM {checkpoints} WHERE tenant = $1 AND run_id = $2 "
+    "UNION ALL SELECT handle, segment, NULL, NULL, NULL, NULL, NULL, NULL FROM {history} "
+    "WHERE tenant = $1 AND run_id = $2 "
+    "UNION ALL SELECT NULL, NULL, records.* FROM (" + LIST + ") AS records"
+)
 
 
 class PostgresBoundaryStore(PostgresStore):
@@ -61,6 +74,7 @@ class PostgresBoundaryStore(PostgresStore):
 
     def _prepare(self, sql: Callable[[str], str]) -> None:
         self._commit, self._read_run = sql(_COMMIT), sql(_READ_RUN)
+        self._read_run_and_records = sql(_READ_RUN_AND_RECORDS)
 
     async def commit(self, boundary: BoundaryCommit) -> int | None:
         tenant, run_id, fence = boundary.tenant, boundary.run_id, boundary.fence
@@ -93,9 +107,35 @@ class PostgresBoundaryStore(PostgresStore):
         rows = await self._db.fetch(
             f"read the checkpoint and transcript of run {run_id!r}", self._read_run, tenant, run_id
         )
-        frontier = next((bytes(row["stored"]) for row in rows if row["handle"] is None), None)
-        if frontier is None:
-            return None, {}
-        return frontier, {
-            str(row["handle"]): bytes(row["stored"]) for row in rows if row["handle"] is not None
-        }
+        return _frontier_and_segments(rows)
+
+    def lists_records_of(self, idempotency: IdempotencyStore) -> bool:
+        return isinstance(idempotency, PostgresIdempotencyStore) and self.shares_tables_with(
+            idempotency
+        )
+
+    async def read_run_and_records(
+        self, tenant: str, run_id: str
+    ) -> tuple[bytes | None, Mapping[str, bytes], tuple[ListedRecord, ...]]:
+        check_run(tenant, run_id)
+        rows = await self._db.fetch(
+            f"read the checkpoint, transcript and records of run {run_id!r}",
+            self._read_run_and_records,
+            tenant,
+            run_id,
+        )
+        records = tuple(listed_record(row) for row in rows if row["key"] is not None)
+        frontier, segments = _frontier_and_segments([row for row in rows if row["key"] is None])
+        return frontier, segments, records if frontier is not None else ()
+
+
+def _frontier_and_segments(
+    rows: Sequence[asyncpg.Record],
+) -> tuple[bytes | None, Mapping[str, bytes]]:
+    """The frontier (the row without a handle; None when there is none) and the segments."""
+    frontier = next((bytes(row["stored"]) for row in rows if row["handle"] is None), None)
+    if frontier is None:
+        return None, {}
+    return frontier, {
+        str(row["handle"]): bytes(row["stored"]) for row in rows if row["handle"] is not None
+    }

@@ -86,10 +86,12 @@ _READ = (
     "SELECT state, holder, fence, outcome, call_id, tool, " + _REMAINING + " FROM {idempotency} "
     "WHERE tenant = $1 AND run_id = $2 AND key = $3 AND " + _LIVE
 )
-_LIST = (
+LIST = (
     "SELECT key, state, holder, fence, call_id, tool FROM {idempotency} "
     "WHERE tenant = $1 AND run_id = $2 AND " + _LIVE
 )
+"""The run's unexpired records, as ``records`` lists them (``listed_record`` reads a row); also
+a part of ``PostgresBoundaryStore.read_run_and_records``'s statement."""
 _SETTLE = (
     "INSERT INTO {idempotency} AS i "
     "(tenant, run_id, key, state, holder, fence, outcome, expires_at, claim) "
@@ -116,7 +118,7 @@ class PostgresIdempotencyStore(PostgresStore):
 
     def _prepare(self, sql: Callable[[str], str]) -> None:
         self._begin, self._record, self._abandon = sql(_BEGIN), sql(_RECORD), sql(_ABANDON)
-        self._read, self._list, self._settle = sql(_READ), sql(_LIST), sql(_SETTLE)
+        self._read, self._list, self._settle = sql(_READ), sql(LIST), sql(_SETTLE)
         self._unsettle, self._forget = sql(_UNSETTLE), sql(_FORGET)
         self._settle_claim, self._unsettle_claim = sql(_SETTLE_CLAIM), sql(_UNSETTLE_CLAIM)
 
@@ -212,17 +214,7 @@ class PostgresIdempotencyStore(PostgresStore):
         rows = await self._db.fetch(
             f"list the claims of run {run_id!r}", self._list, tenant, run_id
         )
-        return tuple(
-            ListedRecord(
-                key=str(row["key"]),
-                state=ClaimState(row["state"]),
-                holder=str(row["holder"]),
-                fence=int(row["fence"]),
-                call_id=row["call_id"],
-                tool=row["tool"],
-            )
-            for row in rows
-        )
+        return tuple(listed_record(row) for row in rows)
 
     async def settle(
         self,
@@ -269,6 +261,18 @@ def _record(key: str, row: asyncpg.Record) -> IdempotencyRecord:
         fence=int(row["fence"]),
         outcome=None if row["outcome"] is None else bytes(row["outcome"]).decode(),
         remaining=None if remaining is None else max(0.0, float(remaining)),
+        call_id=row["call_id"],
+        tool=row["tool"],
+    )
+
+
+def listed_record(row: asyncpg.Record) -> ListedRecord:
+    """A row of ``LIST`` as ``records`` lists it."""
+    return ListedRecord(
+        key=str(row["key"]),
+        state=ClaimState(row["state"]),
+        holder=str(row["holder"]),
+        fence=int(row["fence"]),
         call_id=row["call_id"],
         tool=row["tool"],
     )

@@ -207,6 +207,11 @@ class RedisStore:
     def _keys(self, tenant: str, run_id: str) -> RunKeys:
         return _run_keys(self._prefix, tenant, run_id)
 
+    def shares_keys_with(self, other: RedisStore) -> bool:
+        """Whether ``other`` keeps its keys under the same prefix through the same client: one
+        script may then read both stores' keys of a run."""
+        return other._client is self._client and other._prefix == self._prefix
+
     async def _call(self, operation: str, run: RunKeys, call: Awaitable[T]) -> T:
         try:
             return await call

@@ -8,6 +8,8 @@ could fail (a staging key gone) comes before the other writes, so an error leave
 
 ``read_run`` reads the frontier and the transcript's hash in one script, so in one round trip and
 with no commit in between (``RunReader``); both keys are in the run's slot.
+``read_run_and_records`` adds the run's idempotency records (its claims hash, in the same slot) to
+that script (``RunAndRecordsReader``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from collections.abc import Mapping
 
 from agentrun.boundary import BoundaryCommit
 from agentrun.history import handle_for
+from agentrun.idempotency import IdempotencyStore, ListedRecord
 from agentrun.identifiers import check_key
-from agentrun.stores.redis._shared import as_bytes, lua, text
+from agentrun.stores.redis._shared import Reply, as_bytes, lua, text
 from agentrun.stores.redis.checkpoints import PLACED, RedisCheckpointStore
+from agentrun.stores.redis.idempotency import RECORDS, RedisIdempotencyStore, listed_records
 
 COMMIT = lua(
     PLACED,
@@ -40,6 +44,16 @@ return {frontier, redis.call('HGETALL', KEYS[2])}
 """)
 """The frontier and every segment of the run, read in one script so that no commit lands between
 the two (a compaction deletes segments the frontier read before it named)."""
+
+READ_RUN_AND_RECORDS = lua(
+    RECORDS,
+    """
+local frontier = redis.call('GET', KEYS[1])
+if not frontier then return {} end
+return {frontier, redis.call('HGETALL', KEYS[2]), listed(KEYS[3], now_us())}
+""",
+)
+"""``READ_RUN`` and the run's live records (as ``LIST`` lists them), in one script."""
 
 
 class RedisBoundaryStore(RedisCheckpointStore):
@@ -81,15 +95,37 @@ class RedisBoundaryStore(RedisCheckpointStore):
         reply = await self._run(
             READ_RUN, "read a checkpoint and its transcript", run, [run.checkpoint, run.history], []
         )
-        if not reply:
-            return None, {}
-        frontier, listed = reply
-        assert isinstance(frontier, bytes | str), f"the frontier was {frontier!r}"
-        return as_bytes(frontier) or b"", {
-            handle.decode() if isinstance(handle, bytes) else str(handle): as_bytes(segment) or b""
-            for handle, segment in _pairs(listed)
-            if isinstance(segment, bytes | str)
-        }
+        return _frontier_and_segments(reply)
+
+    def lists_records_of(self, idempotency: IdempotencyStore) -> bool:
+        return isinstance(idempotency, RedisIdempotencyStore) and self.shares_keys_with(idempotency)
+
+    async def read_run_and_records(
+        self, tenant: str, run_id: str
+    ) -> tuple[bytes | None, Mapping[str, bytes], tuple[ListedRecord, ...]]:
+        run = self._keys(tenant, run_id)
+        reply = await self._run(
+            READ_RUN_AND_RECORDS,
+            "read a checkpoint, its transcript and its records",
+            run,
+            [run.checkpoint, run.history, run.claims],
+            [],
+        )
+        frontier, segments = _frontier_and_segments(reply[:2])
+        return frontier, segments, listed_records(run, reply[2]) if reply else ()
+
+
+def _frontier_and_segments(reply: Reply) -> tuple[bytes | None, Mapping[str, bytes]]:
+    """``READ_RUN``'s reply: nothing (no frontier), or the frontier and the segments' hash."""
+    if not reply:
+        return None, {}
+    frontier, listed = reply
+    assert isinstance(frontier, bytes | str), f"the frontier was {frontier!r}"
+    return as_bytes(frontier) or b"", {
+        handle.decode() if isinstance(handle, bytes) else str(handle): as_bytes(segment) or b""
+        for handle, segment in _pairs(listed)
+        if isinstance(segment, bytes | str)
+    }
 
 
 def _pairs(flat: object) -> list[tuple[object, object]]:

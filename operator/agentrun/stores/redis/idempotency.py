@@ -51,6 +51,19 @@ local function live(claims, key, now)
   end
   return raw, record
 end
+local function listed(claims, now)
+  local out = {}
+  local all = redis.call('HGETALL', claims)
+  for index = 1, #all, 2 do
+    local raw, record = live(claims, all[index], now)
+    if raw then
+      out[#out + 1] = all[index]
+      out[#out + 1] = cjson.encode({state = record.state, holder = record.holder,
+        fence = record.fence, call_id = record.call_id, tool = record.tool})
+    end
+  end
+  return out
+end
 """
 
 BEGIN = lua(
@@ -104,23 +117,7 @@ return {'found', raw, int(now)}
 """,
 )
 
-LIST = lua(
-    RECORDS,
-    """
-local now = now_us()
-local listed = {}
-local all = redis.call('HGETALL', KEYS[1])
-for index = 1, #all, 2 do
-  local raw, record = live(KEYS[1], all[index], now)
-  if raw then
-    listed[#listed + 1] = all[index]
-    listed[#listed + 1] = cjson.encode({state = record.state, holder = record.holder,
-      fence = record.fence, call_id = record.call_id, tool = record.tool})
-  end
-end
-return listed
-""",
-)
+LIST = lua(RECORDS, "return listed(KEYS[1], now_us())")
 
 SETTLE = lua(
     RECORDS,
@@ -153,6 +150,27 @@ class _Stored(FrozenModel):
     expires: int | None = None
     call_id: str | None = None
     tool: str | None = None
+
+
+def listed_records(run: RunKeys, reply: object) -> tuple[ListedRecord, ...]:
+    """The records the Lua ``listed`` returned (key, record, key, record...), as ``records``
+    lists them; also read by ``RedisBoundaryStore.read_run_and_records``."""
+    assert isinstance(reply, list), f"the listing was {type(reply).__name__}"
+    listed = []
+    for index in range(0, len(reply), 2):
+        key = text(reply[index])
+        stored = _stored(run, key, reply[index + 1])
+        listed.append(
+            ListedRecord(
+                key=key,
+                state=stored.state,
+                holder=stored.holder,
+                fence=stored.fence,
+                call_id=stored.call_id,
+                tool=stored.tool,
+            )
+        )
+    return tuple(listed)
 
 
 def _stored(run: RunKeys, key: str, raw: bytes | int) -> _Stored:
@@ -266,21 +284,7 @@ class RedisIdempotencyStore(RedisStore):
     async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
         run = self._keys(tenant, run_id)
         reply = await self._run(LIST, "list the idempotency records", run, [run.claims], [])
-        listed = []
-        for index in range(0, len(reply), 2):
-            key = text(reply[index])
-            stored = _stored(run, key, reply[index + 1])
-            listed.append(
-                ListedRecord(
-                    key=key,
-                    state=stored.state,
-                    holder=stored.holder,
-                    fence=stored.fence,
-                    call_id=stored.call_id,
-                    tool=stored.tool,
-                )
-            )
-        return tuple(listed)
+        return listed_records(run, reply)
 
     async def settle(
         self,

@@ -4,7 +4,9 @@ The fence is admitted once, then the segment, the frontier and the charge are wr
 statements their stores use (and the segments a compacted one replaces deleted); a stale fence
 raises before any of them, and an error in any rolls all of them back. ``read_run`` reads the
 frontier and the run's segments back in one call on the database's thread (``RunReader``), in one
-read transaction, so no commit (a compaction deleting segments) lands between the two.
+read transaction, so no commit (a compaction deleting segments) lands between the two;
+``read_run_and_records`` adds the run's idempotency records to that transaction
+(``RunAndRecordsReader``), so a resume is one call.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import sqlite3
 from collections.abc import Mapping
 
 from agentrun.boundary import BoundaryCommit
+from agentrun.idempotency import IdempotencyStore, ListedRecord
 from agentrun.identifiers import check_key, check_run
 from agentrun.stores.sqlite._database import Database, admit, first
 from agentrun.stores.sqlite.checkpoints import store_frontier
 from agentrun.stores.sqlite.history import store_segment
+from agentrun.stores.sqlite.idempotency import SqliteIdempotencyStore, listed_records
 from agentrun.stores.sqlite.ledger import charged
 
 
@@ -47,27 +51,51 @@ class SqliteBoundaryStore:
         return await self._database.write(f"commit a boundary of run {run_id!r}", work)
 
     async def read_run(self, tenant: str, run_id: str) -> tuple[bytes | None, Mapping[str, bytes]]:
+        frontier, segments, _ = await self._read(tenant, run_id, records=False)
+        return frontier, segments
+
+    def lists_records_of(self, idempotency: IdempotencyStore) -> bool:
+        return isinstance(idempotency, SqliteIdempotencyStore) and (
+            idempotency.keeps_its_records_in(self._database)
+        )
+
+    async def read_run_and_records(
+        self, tenant: str, run_id: str
+    ) -> tuple[bytes | None, Mapping[str, bytes], tuple[ListedRecord, ...]]:
+        return await self._read(tenant, run_id, records=True)
+
+    async def _read(
+        self, tenant: str, run_id: str, *, records: bool
+    ) -> tuple[bytes | None, dict[str, bytes], tuple[ListedRecord, ...]]:
         check_run(tenant, run_id)
 
-        def work(connection: sqlite3.Connection) -> tuple[bytes | None, dict[str, bytes]]:
-            connection.execute("BEGIN")  # one snapshot: no commit lands between the two reads
+        def work(
+            connection: sqlite3.Connection,
+        ) -> tuple[bytes | None, dict[str, bytes], tuple[ListedRecord, ...]]:
+            connection.execute("BEGIN")  # one snapshot: no commit lands between the reads
             try:
-                return both(connection)
+                return everything(connection)
             finally:
                 connection.execute("COMMIT")
 
-        def both(connection: sqlite3.Connection) -> tuple[bytes | None, dict[str, bytes]]:
+        def everything(
+            connection: sqlite3.Connection,
+        ) -> tuple[bytes | None, dict[str, bytes], tuple[ListedRecord, ...]]:
             row = first(
                 connection,
                 "SELECT payload FROM agentrun_checkpoints WHERE tenant = ? AND run_id = ?",
                 (tenant, run_id),
             )
             if row is None:
-                return None, {}
+                return None, {}, ()
             segments = connection.execute(
                 "SELECT handle, segment FROM agentrun_history WHERE tenant = ? AND run_id = ?",
                 (tenant, run_id),
             )
-            return bytes(row[0]), {str(handle): bytes(segment) for handle, segment in segments}
+            return (
+                bytes(row[0]),
+                {str(handle): bytes(segment) for handle, segment in segments},
+                listed_records(connection, tenant, run_id) if records else (),
+            )
 
         return await self._database.read(f"read the checkpoint and transcript of {run_id!r}", work)

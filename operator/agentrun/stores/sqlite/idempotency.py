@@ -43,6 +43,20 @@ _LIST = (
 )
 
 
+def listed_records(
+    connection: sqlite3.Connection, tenant: str, run_id: str
+) -> tuple[ListedRecord, ...]:
+    """The run's unexpired records as ``records`` lists them, on ``connection`` (so within a
+    caller's transaction: ``SqliteBoundaryStore.read_run_and_records``)."""
+    rows: list[Row] = connection.execute(_LIST, (tenant, run_id)).fetchall()
+    return tuple(
+        ListedRecord(
+            key=key, state=ClaimState(state), holder=holder, fence=fence, call_id=call, tool=tool
+        )
+        for key, state, holder, fence, call, tool in rows
+    )
+
+
 def _record(key: str, row: Row) -> IdempotencyRecord:
     state, holder, fence, outcome, left_us, call_id, tool = row
     return IdempotencyRecord(
@@ -151,23 +165,15 @@ class SqliteIdempotencyStore:
 
     async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
         check_run(tenant, run_id)
-
-        def work(connection: sqlite3.Connection) -> list[Row]:
-            rows: list[Row] = connection.execute(_LIST, (tenant, run_id)).fetchall()
-            return rows
-
-        rows = await self._database.read(f"list the claims of run {run_id!r}", work)
-        return tuple(
-            ListedRecord(
-                key=key,
-                state=ClaimState(state),
-                holder=holder,
-                fence=fence,
-                call_id=call,
-                tool=tool,
-            )
-            for key, state, holder, fence, call, tool in rows
+        return await self._database.read(
+            f"list the claims of run {run_id!r}",
+            lambda connection: listed_records(connection, tenant, run_id),
         )
+
+    def keeps_its_records_in(self, database: Database) -> bool:
+        """Whether this store's records are those of ``database`` (a ``SqliteBoundaryStore``
+        reads them with the frontier when they are)."""
+        return database is self._database
 
     async def settle(
         self,
