@@ -350,7 +350,10 @@ class RunWorker:
                     tenant=self.tenant,
                     stop=stop,
                     budget_micros=budget,
-                    before_planning=self._record_resolutions,
+                    # Only when there are answers to record: without the hook the frontier,
+                    # transcript and records are one read (``read_and_plan``). One appended
+                    # after ``spec`` was read is seen by the next attempt (``_waiting_on_people``).
+                    before_planning=self._record_resolutions if spec.resolutions else None,
                 )
             except NothingCheckpointedError:
                 await runner.run(
