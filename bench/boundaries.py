@@ -22,6 +22,8 @@ Stored bytes after the 200-turn run are the values as the server keeps them (Pos
 ``pg_column_size``, after its lz4 TOAST compression), against the final transcript written once
 (the same server's compression of it in one value, and zlib's). Masking: the in-process cost of
 a write (no server), redaction off, on, and on without the windowed search (the reference).
+Kit CPU: the in-process cost of a write as deployed (redaction on, out of line, charged,
+compacted) into a ``BoundaryStore`` that keeps nothing, over the longer run.
 
 Timings on a shared 2-core machine are noisy: compare the ratios within one run, not runs.
 """
@@ -446,6 +448,58 @@ async def masking(turns: int) -> dict[tuple[str, str], float]:
     return medians
 
 
+class _Discarding:
+    """A ``BoundaryStore`` that keeps nothing: what is left of a write is the kit's own CPU."""
+
+    async def commit(self, boundary: BoundaryCommit) -> int | None:
+        return None if boundary.charge is None else CHARGE_MICROS
+
+
+class _NoSegments:
+    async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
+        raise AssertionError("a Checkpointer with a BoundaryStore puts no segment on its own")
+
+    async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
+        raise AssertionError("nothing is read back")
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        return None
+
+
+async def kit_cpu(turns: int, form: SegmentForm) -> tuple[float, float]:
+    """Median and mean ms of an in-process ``Checkpointer.write`` per boundary as deployed
+    (redaction on, the transcript out of line, a charge after each model call, compacted every
+    16 segments) into a ``BoundaryStore`` that keeps nothing: the kit's CPU in a boundary."""
+    checkpointer = Checkpointer(
+        _Nowhere(),
+        CheckpointPolicy(segment_form=form),
+        masker=Masker.build(()),
+        history=_NoSegments(),
+        boundaries=_Discarding(),
+    )
+    times: list[float] = []
+    gc.collect()
+    for index, after_model, after_tool in conversation(turns):
+        for boundary, messages in (
+            (Boundary.AFTER_MODEL_CALL, after_model),
+            (Boundary.AFTER_TOOL_RESULT, after_tool),
+        ):
+            checkpoint = _frontier("kit-cpu", messages, index + 1).model_copy(
+                update={"boundary": boundary}
+            )
+            charge = (
+                Charge(f"model:{index}", CHARGE_MICROS)
+                if boundary is Boundary.AFTER_MODEL_CALL
+                else None
+            )
+            started = time.perf_counter()
+            receipt = await checkpointer.write(checkpoint, charge=charge)
+            times.append((time.perf_counter() - started) * 1000)
+            if receipt is None:
+                raise RuntimeError(f"an in-process write failed: {checkpointer.last_error!r}")
+    return statistics.median(times), statistics.fmean(times)
+
+
 # -- servers and printing ---------------------------------------------------------------------
 
 
@@ -522,6 +576,7 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
                 )
                 resumes.append(await resume_run(label, backend, f"whole-{turns[1]}", turns[1]))
             masked = await masking(turns[0])
+            cpu = await kit_cpu(turns[1], form)
     fsync_note = "fsync on" if fsync else "fsync off (test server)"
     print(
         f"\nPer boundary, {turns[0]} turns (2 boundaries a turn), segments {form.value}; "
@@ -572,6 +627,10 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
     for (kind, label), median in masked.items():
         off = masked[(kind, "redaction off")]
         print(f"  {kind:<22} {label:<38} {median:>7.3f}  ({median / off:.2f}x redaction off)")
+    print(
+        f"\nKit CPU: in-process Checkpointer.write per boundary as deployed, {turns[1]} turns, "
+        f"a BoundaryStore that keeps nothing (ms): median {cpu[0]:.3f}, mean {cpu[1]:.3f}"
+    )
     print(f"\ndone in {time.monotonic() - began:.0f} s; servers stopped")
 
 

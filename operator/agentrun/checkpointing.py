@@ -23,9 +23,10 @@ and the segments it replaces are deleted in the same commit. A segment of a turn
 poorly even against the preceding 32 KB (each zlib stream carries its own framing and Huffman
 tables, and each segment its header), and a resume pays a decompression per segment; a chain of
 compacted segments stores about what the whole transcript compressed once does, and resumes in a
-sixteenth of the decompressions. The segments in between are transient, so they are compressed
-fast rather than small (``encode_segment(transient=True)``): compressing each against 32 KB at
-zlib's level 6 was most of a boundary's CPU on SQLite. Content addressing is unchanged: a
+sixteenth of the decompressions. The segments in between are transient, so they are not
+compressed at all (``encode_segment(transient=True)``): compressing each against 32 KB at zlib's
+level 6 was most of a boundary's CPU on SQLite, and at level 1 against 4 KB still a third of it
+on PostgreSQL. Content addressing is unchanged: a
 compacted segment is a segment, named by its digest, whose previous is the last compacted one.
 Without a ``BoundaryStore`` nothing is compacted, as deleting a segment before the frontier that
 stops naming it has landed would leave a frontier naming a segment that is gone.
@@ -108,7 +109,8 @@ class _Chain:
     head: str
     length: int
     context: bytes = b""
-    """The JSON of the chain's last segments, for the next one to be compressed against."""
+    """The JSON of the chain's last segments, for the next one to be compressed against; not
+    kept up while the segments are transient, which are compressed against nothing."""
     base: str | None = None
     """The segment the ``recent`` ones follow: the last compacted one, or where the chain was
     when this worker took it up (None: the chain's start)."""
@@ -257,6 +259,7 @@ class Checkpointer:
                         None if appended is None else appended[1],
                         charge,
                         () if appended is None else appended[2],
+                        None if appended is None else appended[0].head,
                     )
                 )
         except StaleFenceError:
@@ -337,11 +340,12 @@ class Checkpointer:
             handle = handle_for(segment)
             grown = _Chain.taken_up(handle, len(checkpoint.messages), context)
             return grown, (grown, segment, chain.recent)
+        transient = self.boundaries is not None
         segment, body = encode_segment(
             chain.head or None,
             fresh,
             chain.context,
-            transient=self.boundaries is not None,
+            transient=transient,
             form=self.policy.segment_form,
         )
         handle = handle_for(segment)
@@ -349,7 +353,7 @@ class Checkpointer:
             chain,
             head=handle,
             length=len(checkpoint.messages),
-            context=(chain.context + body)[-CONTEXT_BYTES:],
+            context=chain.context if transient else (chain.context + body)[-CONTEXT_BYTES:],
             recent=(*chain.recent, handle),
         )
         if self.boundaries is not None:

@@ -17,8 +17,8 @@ with the chain's preceding 32 KB as its dictionary. By default (``SegmentForm.ZS
 0.2.0) a segment that stays is a zstd frame against that context as a raw-content dictionary:
 on the 200-turn booking run of ``bench.boundaries`` a chain stores 0.98x zlib -6 of the whole
 transcript written once, where raw deflate against the same 32 KB (zlib's whole window) stored
-1.013x, and reads back a little faster. A transient segment stays raw deflate at level 1
-against 4 KB, which for a turn was both faster and smaller than zstd's level 1.
+1.013x, and reads back a little faster. A transient segment (one the next compacted segment
+replaces) is raw deflate at level 0: stored, not compressed (see ``encode_segment``).
 
 What is stored (``ZSTD_SEGMENT``, and ``SEGMENT`` for raw deflate): four bytes naming the form,
 one byte saying how long the previous segment's SHA-256 is (32, or 0 for the first segment), that
@@ -85,8 +85,8 @@ class SegmentForm(StrEnum):
     previous handle twice, in text) and slower to resume."""
     ZSTD = "zstd"
     """``ZSTD_SEGMENT``: as ``DEFLATE``, but segments that stay are zstd frames (level
-    ``ZSTD_LEVEL``); transient ones are still raw deflate, which is both faster and smaller for
-    a turn against 4 KB. The default; read from kit 0.2.0 (chart 0.3.0) on."""
+    ``ZSTD_LEVEL``); transient ones are raw deflate at level 0, stored rather than compressed
+    (``encode_segment``). The default; read from kit 0.2.0 (chart 0.3.0) on."""
 
 
 CONTEXT_BYTES = 32 * 1024
@@ -154,17 +154,12 @@ async def append_transcript(
     return await store.put(tenant, run_id, stored, fence=fence)
 
 
-TRANSIENT_CONTEXT_BYTES = 4 * 1024
-"""How much of the preceding transcript a transient segment (see ``encode_segment``) is
-compressed against."""
 ZSTD_LEVEL = 10
 """zstd's level for the segments that stay, in ``SegmentForm.ZSTD``. Measured once (2026-11-30,
 a one-off script over the 200-turn booking conversation of ``bench.boundaries``), its 25
 compacted segments against 32 KB stored 147 KB at level 10 (1.5 ms a segment) against 151 KB at
 9 (0.9 ms), 144 KB at 11 (3.4 ms) and 153 KB for deflate level 6 (0.9 ms): 10 is the first
-below zlib -6 of the whole transcript (152 KB) and the last before the cost doubles. For a
-transient segment (a turn against 4 KB), zstd level 1 took 34 µs and 9 % more bytes than
-deflate level 1 (25 µs): those stay deflate."""
+below zlib -6 of the whole transcript (152 KB) and the last before the cost doubles."""
 
 
 def encode_segment(
@@ -182,18 +177,20 @@ def encode_segment(
     ``context`` is the JSON of the chain's segments before it, joined, oldest first, as
     ``load_chain`` returns it: the segment is compressed (``form``: a zstd frame at
     ``ZSTD_LEVEL`` or zlib level 6) against its last ``CONTEXT_BYTES``. A ``transient`` segment,
-    one the next compacted segment replaces, is compressed fast instead (deflate level 1 in every
-    form, against the last ``TRANSIENT_CONTEXT_BYTES``): it is kept
-    for at most 15 boundaries, and for a turn's 4 KB tool result level 6 against 32 KB took
-    ~290 µs (the dictionary alone ~60 µs) where this takes ~22 µs, for ~20 % more bytes
-    (measured on the booking conversation of ``bench.boundaries``). The header says how much
-    context was used, so a reader needs to know neither. ``form`` is what older releases can
-    read (``SegmentForm``).
+    one the next compacted segment replaces (kept for at most 15 boundaries), is not compressed:
+    a deflate stream at level 0 (stored blocks, no dictionary, in every form), which every
+    reader since the first segment form reads as it reads any deflate stream. Deflate level 1
+    against the last 4 KB took ~25 µs for a turn of the booking conversation of
+    ``bench.boundaries`` (~540 bytes from ~2,360), level 0 takes ~2 µs: on PostgreSQL that was
+    a third of the kit's CPU in a boundary, and the server compresses a value over 2 KB itself
+    (lz4 TOAST) before it reaches the WAL. What a run keeps is unchanged, the compacted
+    segments; what is handed over grows (see bench/README.md). The header says how much
+    context was used (none here), so a reader needs to know neither. ``form`` is what older
+    releases can read (``SegmentForm``).
     """
     digest = b"" if previous is None else _digest_of(previous)
     array = b"[" + b",".join(messages) + b"]"
-    level, window = (1, TRANSIENT_CONTEXT_BYTES) if transient else (6, CONTEXT_BYTES)
-    dictionary = context[-window:]
+    level, dictionary = (0, b"") if transient else (6, context[-CONTEXT_BYTES:])
     if form is SegmentForm.ZSTD and not transient:
         return _binary_header(ZSTD_SEGMENT, digest, dictionary) + _zstd_compressed(
             array, dictionary

@@ -28,6 +28,10 @@ MAX_KEY_BYTES = 512
 
 
 def _check(what: str, value: str, limit: int) -> None:
+    # Every store call checks its ids, a boundary three times: the usual id (ASCII, no NUL, short)
+    # is settled by three C-level tests before anything is encoded or quoted for an error.
+    if len(value) <= limit and value.isascii() and "\x00" not in value:
+        return
     shown = repr(value) if len(value) <= 80 else f"{value[:60]!r}... ({len(value)} characters)"
     try:
         size = len(value.encode("utf-8"))

@@ -358,6 +358,37 @@ async def test_a_failed_commit_leaves_a_chain_that_resolves(
         assert found[1] == (messages if receipt is not None or landed else before)
 
 
+class _Handed:
+    """A boundary store that keeps every commit it is given and passes it on."""
+
+    def __init__(self, inner: BoundaryStore) -> None:
+        self.inner, self.commits = inner, list[BoundaryCommit]()
+
+    async def commit(self, boundary: BoundaryCommit) -> int | None:
+        self.commits.append(boundary)
+        return await self.inner.commit(boundary)
+
+
+async def test_the_checkpointer_hands_the_store_the_segment_handle_it_names(
+    backend: MemoryBackend,
+) -> None:
+    """The store keys a segment by the handle the commit carries instead of digesting it again:
+    at every commit, transient and compacted, it is the segment's digest and what the frontier
+    committed with it names."""
+    assert backend.boundaries is not None
+    handed = _Handed(backend.boundaries)
+    writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=handed)
+    messages: tuple[Message, ...] = ()
+    for turn in range(COMPACT_AFTER + 2):
+        messages += conversation(1, start=turn)
+        assert await writer.write(frontier(messages=messages, iteration=turn))
+    assert len(handed.commits) == COMPACT_AFTER + 2
+    for commit in handed.commits:
+        assert commit.segment is not None
+        assert commit.handle == handle_for(commit.segment)
+        assert commit.handle == decode(commit.frontier).history_handle
+
+
 async def test_without_a_boundary_store_nothing_is_compacted(backend: MemoryBackend) -> None:
     writer = Checkpointer(backend.checkpoints, history=backend.history)
     messages: tuple[Message, ...] = ()

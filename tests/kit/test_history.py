@@ -15,7 +15,6 @@ from agentrun.history import (
     CONTEXT_BYTES,
     HANDLE_PREFIX,
     SEGMENT,
-    TRANSIENT_CONTEXT_BYTES,
     ZSTD_SEGMENT,
     Segment,
     SegmentForm,
@@ -274,19 +273,27 @@ def _after_200_messages() -> tuple[bytes, str]:
     return context, handle_for(b"the segment before")
 
 
-def test_a_transient_segment_is_compressed_against_less_and_still_read() -> None:
-    # A segment the next compaction replaces is compressed fast, against the last 4 KB only;
-    # its header says so, and the reader needs nothing else to read it.
+def test_a_transient_segment_is_stored_uncompressed_and_still_read() -> None:
+    # A segment the next compaction replaces is not compressed: a deflate stream at level 0
+    # (its JSON verbatim, in stored blocks) against no dictionary, which its header says, and
+    # the reader needs nothing else to read it.
     context, previous = _after_200_messages()
     messages = _encoded(conversation(201)[-2:])
     kept, _ = encode_segment(previous, messages, context)
-    transient, _ = encode_segment(previous, messages, context, transient=True)
-    at = header_length(transient) - 2
-    assert int.from_bytes(transient[at : at + 2], "big") == TRANSIENT_CONTEXT_BYTES
-    assert int.from_bytes(kept[at : at + 2], "big") == CONTEXT_BYTES
-    for stored in (kept, transient):
-        segment, _ = decode_segment(RUN, handle_for(stored), stored, context)
+    for form in SegmentForm:
+        transient, body = encode_segment(previous, messages, context, transient=True, form=form)
+        assert body in transient
+        if form is SegmentForm.ZLIB_JSON:
+            assert transient.startswith(COMPRESSED + previous.encode() + b"\n0\n")
+        else:
+            at = header_length(transient) - 2
+            assert int.from_bytes(transient[at : at + 2], "big") == 0
+        segment, _ = decode_segment(RUN, handle_for(transient), transient, context)
         assert segment.messages == conversation(201)[-2:]
+    at = header_length(kept) - 2
+    assert int.from_bytes(kept[at : at + 2], "big") == CONTEXT_BYTES
+    segment, _ = decode_segment(RUN, handle_for(kept), kept, context)
+    assert segment.messages == conversation(201)[-2:]
 
 
 def test_a_zstd_segment_round_trips_against_the_chain_and_stores_less_than_deflate() -> None:

@@ -11,7 +11,9 @@ total itself): the charge row is inserted once per charge id by its primary key,
 is raised by ``micros`` in the conflict branch of its upsert, which reads the row as committed
 after the fence lock rather than as the statement's snapshot saw it; so the total stays right
 without the ledger's separate fence statement. A run with no total row yet (charged under schema
-version 1) starts from the sum of its charges, as the ledger does.
+version 1) starts from the sum of its charges, as the ledger does. A boundary without a charge
+(every other one) reads no ledger row: ``prior`` is read only under a ``CASE`` on the charge id,
+a subquery the server runs only when its branch is taken.
 
 ``read_run`` is one statement too: the frontier's row (no handle) and the run's segments' rows,
 ``UNION ALL``, in the statement's one snapshot (``RunReader``); ``read_run_and_records`` adds
@@ -51,7 +53,7 @@ _COMMIT = (
     "SELECT $1, $2, spent + $8::bigint FROM prior WHERE EXISTS (SELECT 1 FROM added) "
     "ON CONFLICT (tenant, run_id) DO UPDATE SET spent = t.spent + $8::bigint RETURNING t.spent) "
     "SELECT (SELECT current FROM fence) AS current, (SELECT spent FROM total) AS raised, "
-    "(SELECT spent FROM prior) AS spent"
+    "CASE WHEN $7::text IS NOT NULL THEN (SELECT spent FROM prior) END AS spent"
 )
 
 _READ_RUN = (
@@ -90,7 +92,7 @@ class PostgresBoundaryStore(PostgresStore):
             run_id,
             fence,
             boundary.frontier,
-            None if segment is None else handle_for(segment),
+            None if segment is None else boundary.handle or handle_for(segment),
             None if segment is None else bytes(segment),
             None if charge is None else charge.charge_id,
             None if charge is None else charge.micros,

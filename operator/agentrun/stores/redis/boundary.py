@@ -79,7 +79,7 @@ class RedisBoundaryStore(RedisCheckpointStore):
                 COMMIT,
                 [run.history, run.charges, run.spent],
                 [
-                    "" if segment is None else handle_for(segment),
+                    "" if segment is None else boundary.handle or handle_for(segment),
                     b"" if segment is None else segment,
                     "" if charge is None else charge.charge_id,
                     0 if charge is None else charge.micros,

@@ -38,7 +38,7 @@ class SqliteBoundaryStore:
         def work(connection: sqlite3.Connection) -> int | None:
             admit(connection, tenant, run_id, fence, "boundary commit")
             if boundary.segment is not None:
-                store_segment(connection, tenant, run_id, boundary.segment)
+                store_segment(connection, tenant, run_id, boundary.segment, boundary.handle)
             connection.executemany(
                 "DELETE FROM agentrun_history WHERE tenant = ? AND run_id = ? AND handle = ?",
                 [(tenant, run_id, handle) for handle in boundary.dropped],

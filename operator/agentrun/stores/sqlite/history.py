@@ -10,10 +10,16 @@ from agentrun.identifiers import check_run
 from agentrun.stores.sqlite._database import Database, admit, first
 
 
-def store_segment(connection: sqlite3.Connection, tenant: str, run_id: str, segment: bytes) -> str:
-    """Insert the segment under its handle (a second time is a no-op), in a transaction that
-    has admitted the writer's fence; return the handle."""
-    handle = handle_for(segment)
+def store_segment(
+    connection: sqlite3.Connection,
+    tenant: str,
+    run_id: str,
+    segment: bytes,
+    handle: str | None = None,
+) -> str:
+    """Insert the segment under its handle (``handle_for`` of it unless given; a second time is
+    a no-op), in a transaction that has admitted the writer's fence; return the handle."""
+    handle = handle or handle_for(segment)
     connection.execute(
         "INSERT INTO agentrun_history (tenant, run_id, handle, segment) "
         "VALUES (?, ?, ?, ?) ON CONFLICT (tenant, run_id, handle) DO NOTHING",
