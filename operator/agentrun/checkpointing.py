@@ -377,12 +377,23 @@ class Checkpointer:
         checkpointer's own history, else the frontier and then the transcript."""
         if isinstance(self.boundaries, RunReader) and history in (None, self.history):
             payload, segments = await self.boundaries.read_run(tenant, run_id)
-            if payload is None:
-                return None
-            checkpoint = decode(payload, run_id=run_id)
-            return checkpoint, await self.transcript(checkpoint, history, listed=segments)
+            return await self.read_back(run_id, payload, segments, history)
         found = await self.latest(tenant, run_id)
         return None if found is None else (found, await self.transcript(found, history))
+
+    async def read_back(
+        self,
+        run_id: str,
+        payload: bytes | None,
+        segments: Mapping[str, bytes],
+        history: HistoryStore | None = None,
+    ) -> tuple[Checkpoint, tuple[Message, ...]] | None:
+        """The frontier and its whole conversation from what a ``RunReader`` read at once (the
+        frontier's bytes, None when there is none, and the run's segments)."""
+        if payload is None:
+            return None
+        checkpoint = decode(payload, run_id=run_id)
+        return checkpoint, await self.transcript(checkpoint, history, listed=segments)
 
     async def transcript(
         self,

@@ -58,6 +58,21 @@ class IdempotencyRecord(FrozenModel):
     tool: str | None = None
 
 
+class RecordFields(Protocol):
+    """What a listing keeps of a record, however a store holds it."""
+
+    @property
+    def state(self) -> ClaimState: ...
+    @property
+    def holder(self) -> str: ...
+    @property
+    def fence(self) -> int: ...
+    @property
+    def call_id(self) -> str | None: ...
+    @property
+    def tool(self) -> str | None: ...
+
+
 class ListedRecord(FrozenModel):
     """A record as ``IdempotencyStore.records`` lists it: what it is and whose, without its
     outcome, which can be a tool's whole output (``read`` returns that)."""
@@ -68,6 +83,18 @@ class ListedRecord(FrozenModel):
     fence: int = Field(ge=0)
     call_id: str | None = None
     tool: str | None = None
+
+    @classmethod
+    def of(cls, key: str, record: RecordFields) -> ListedRecord:
+        """The listing of ``record``, held under ``key``."""
+        return cls(
+            key=key,
+            state=record.state,
+            holder=record.holder,
+            fence=record.fence,
+            call_id=record.call_id,
+            tool=record.tool,
+        )
 
 
 class Claim(FrozenModel):

@@ -306,20 +306,19 @@ class _Literals:
     """
 
     def __init__(self, literals: Sequence[str]) -> None:
-        self.literals = tuple(literals)
         self._short = tuple(
             (index, literal)
-            for index, literal in enumerate(self.literals)
+            for index, literal in enumerate(literals)
             if len(literal) < SHORTEST_SCANNED
         )
         long = [
             (index, literal)
-            for index, literal in enumerate(self.literals)
+            for index, literal in enumerate(literals)
             if len(literal) >= SHORTEST_SCANNED
         ]
         self._long = tuple(index for index, _ in long)
-        self._longest = max((len(literal) for _, literal in long), default=0)
         encoded = [_utf8(literal) for _, literal in long]
+        self._longest = max(map(len, encoded), default=0)  # in bytes, as the windows are
         self._leftmost = ahocorasick_rs.BytesAhoCorasick(
             encoded, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
         )

@@ -45,7 +45,7 @@ from agentrun.errors import (
     NothingCheckpointedError,
     ResumeConflictError,
 )
-from agentrun.frontier import Checkpoint, PendingCall, decode
+from agentrun.frontier import Checkpoint, PendingCall
 from agentrun.history import HistoryStore
 from agentrun.idempotency import (
     Claim,
@@ -345,6 +345,7 @@ async def read_and_plan(
     (people's resolutions) the plan must see.
     """
     boundaries = checkpoints.boundaries
+    records: Sequence[ListedRecord] | None = None
     if (
         before_planning is None
         and isinstance(boundaries, RunAndRecordsReader)
@@ -352,19 +353,19 @@ async def read_and_plan(
         and history in (None, checkpoints.history)
     ):
         payload, segments, records = await boundaries.read_run_and_records(tenant, run_id)
-        if payload is None:
-            raise NothingCheckpointedError(run_id, tenant)
-        checkpoint = decode(payload, run_id=run_id)
-        messages = await checkpoints.transcript(checkpoint, history, listed=segments)
-        plan = await plan_resume(checkpoint, idempotency, messages, records=records)
-        return checkpoint, messages, plan
-    found = await checkpoints.resumable(tenant, run_id, history)
+        found = await checkpoints.read_back(run_id, payload, segments, history)
+    else:
+        found = await checkpoints.resumable(tenant, run_id, history)
     if found is None:
         raise NothingCheckpointedError(run_id, tenant)
     checkpoint, messages = found
     if before_planning is not None:
         await before_planning(checkpoint)
-    return checkpoint, messages, await plan_resume(checkpoint, idempotency, messages)
+    return (
+        checkpoint,
+        messages,
+        await plan_resume(checkpoint, idempotency, messages, records=records),
+    )
 
 
 def _listing(idempotency: IdempotencyStore) -> IdempotencyStore:

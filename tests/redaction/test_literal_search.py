@@ -49,6 +49,12 @@ def test_every_occurrence_is_found_where_literals_overlap(text: str) -> None:
     assert set(literals.found(text)) == every_occurrence(LITERALS, text)
 
 
+def test_a_literal_hidden_in_a_non_ascii_one_is_found() -> None:
+    # The window after a match is as long as the longest literal in bytes, not in characters.
+    literals = _Literals(["abc", "c\u00e9\u00e9\u00e9"])
+    assert set(literals.found("abc\u00e9\u00e9\u00e9")) == {(0, 0), (1, 2)}
+
+
 def test_every_occurrence_is_found_in_random_mixes() -> None:
     rng = random.Random(11)
     literals = _Literals(LITERALS)

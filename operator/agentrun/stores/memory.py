@@ -251,16 +251,7 @@ class MemoryIdempotencyStore:
         for at in [at for at in self._records if at[:2] == run]:
             record = self._live(at)
             if record is not None:
-                listed.append(
-                    ListedRecord(
-                        key=at[2],
-                        state=record.state,
-                        holder=record.holder,
-                        fence=record.fence,
-                        call_id=record.call_id,
-                        tool=record.tool,
-                    )
-                )
+                listed.append(ListedRecord.of(at[2], record))
         return tuple(listed)
 
     async def settle(

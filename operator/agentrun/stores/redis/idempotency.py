@@ -156,21 +156,11 @@ def listed_records(run: RunKeys, reply: object) -> tuple[ListedRecord, ...]:
     """The records the Lua ``listed`` returned (key, record, key, record...), as ``records``
     lists them; also read by ``RedisBoundaryStore.read_run_and_records``."""
     assert isinstance(reply, list), f"the listing was {type(reply).__name__}"
-    listed = []
-    for index in range(0, len(reply), 2):
-        key = text(reply[index])
-        stored = _stored(run, key, reply[index + 1])
-        listed.append(
-            ListedRecord(
-                key=key,
-                state=stored.state,
-                holder=stored.holder,
-                fence=stored.fence,
-                call_id=stored.call_id,
-                tool=stored.tool,
-            )
-        )
-    return tuple(listed)
+    keys = [text(key) for key in reply[::2]]
+    return tuple(
+        ListedRecord.of(key, _stored(run, key, raw))
+        for key, raw in zip(keys, reply[1::2], strict=True)
+    )
 
 
 def _stored(run: RunKeys, key: str, raw: bytes | int) -> _Stored:
