@@ -90,6 +90,43 @@ class BoundaryStoreConformance(ConformanceBase):
         again = BoundaryCommit(tenant, "run", 2, b'{"f":2}', b"both", dropped=dropped)
         assert await store.commit(again) is None  # a retried commit: nothing left to drop
 
+    @pytest.mark.parametrize("segment", [None, b"new"], ids=["no-segment", "segment"])
+    @pytest.mark.parametrize("charge", [None, Charge("model:2", 30)], ids=["no-charge", "charge"])
+    @pytest.mark.parametrize("drops", [False, True], ids=["no-drop", "drop"])
+    async def test_every_shape_of_boundary_commits_all_of_it_or_none(
+        self,
+        store: BoundaryStore,
+        backend: StoreSet,
+        tenant: str,
+        segment: bytes | None,
+        charge: Charge | None,
+        drops: bool,
+    ) -> None:
+        """A store may write each shape its own way (PostgreSQL: a statement per shape); each
+        must still be all of it behind the fence, or nothing."""
+        await store.commit(BoundaryCommit(tenant, "run", 2, b'{"f":1}', b"old", Charge("m", 12)))
+        dropped = (handle_for(b"old"),) if drops else ()
+        stale = BoundaryCommit(tenant, "run", 1, b'{"f":0}', segment, charge, dropped)
+        with pytest.raises(StaleFenceError):
+            await store.commit(stale)
+        assert await backend.checkpoints.latest(tenant, "run") == b'{"f":1}'
+        assert await backend.history.fetch(tenant, "run", handle_for(b"old")) == b"old"
+        assert await backend.ledger.spent(tenant, "run") == 12
+        if segment is not None:
+            with pytest.raises(HistoryUnavailableError):
+                await backend.history.fetch(tenant, "run", handle_for(segment))
+        commit = BoundaryCommit(tenant, "run", 2, b'{"f":2}', segment, charge, dropped)
+        assert await store.commit(commit) == (None if charge is None else 42)
+        assert await backend.checkpoints.latest(tenant, "run") == b'{"f":2}'
+        assert await backend.ledger.spent(tenant, "run") == (12 if charge is None else 42)
+        if segment is not None:
+            assert await backend.history.fetch(tenant, "run", handle_for(segment)) == segment
+        if drops:
+            with pytest.raises(HistoryUnavailableError):
+                await backend.history.fetch(tenant, "run", handle_for(b"old"))
+        else:
+            assert await backend.history.fetch(tenant, "run", handle_for(b"old")) == b"old"
+
     async def test_tenants_and_runs_are_apart(
         self, store: BoundaryStore, backend: StoreSet, tenant: str, other_tenant: str
     ) -> None:

@@ -1,10 +1,11 @@
 """``PostgresBoundaryStore``: a whole boundary in one statement, so one round trip and one commit.
 
 The statement is the stores' own writes as data-modifying CTEs behind one fence check-and-raise
-(``FENCE_CTE``): the segment (when there is one), the deletion of the segments a compacted one
-replaces, the frontier, and the charge (when there is one), each only if the writer's fence was
-admitted. A stale fence so
-writes none of them, and a failure in any aborts the statement and with it all of them.
+(``FENCE_CTE``): the segment, the frontier, the charge and the deletion of the segments a
+compacted one replaces, each only if the writer's fence was admitted, and each left out of the
+statement when the boundary has none (``_commit_statement``: eight shapes, each prepared once
+per connection). A stale fence so writes none of them, and a failure in any aborts the
+statement and with it all of them.
 
 The charge is the ledger's without a budget (the runner refuses over budget from the run's
 total itself): the charge row is inserted once per charge id by its primary key, and the total
@@ -12,8 +13,7 @@ is raised by ``micros`` in the conflict branch of its upsert, which reads the ro
 after the fence lock rather than as the statement's snapshot saw it; so the total stays right
 without the ledger's separate fence statement. A run with no total row yet (charged under schema
 version 1) starts from the sum of its charges, as the ledger does. A boundary without a charge
-(every other one) reads no ledger row: ``prior`` is read only under a ``CASE`` on the charge id,
-a subquery the server runs only when its branch is taken.
+(every other one) has no ledger CTE, so reads no ledger row.
 
 ``read_run`` is one statement too: the frontier's row (no handle) and the run's segments' rows,
 ``UNION ALL``, in the statement's one snapshot (``RunReader``); ``read_run_and_records`` adds
@@ -34,26 +34,64 @@ from agentrun.stores.postgres._shared import FENCE_CTE, PostgresStore, admit
 from agentrun.stores.postgres.idempotency import LIST, PostgresIdempotencyStore, listed_record
 from agentrun.stores.postgres.ledger import SPENT_SO_FAR
 
-_COMMIT = (
-    "WITH " + FENCE_CTE + ", "
-    "segment AS (INSERT INTO {history} (tenant, run_id, handle, segment) "
-    "SELECT $1, $2, $5::text, $6::bytea FROM fence WHERE current = $3 AND $6::bytea IS NOT NULL "
-    "ON CONFLICT (tenant, run_id, handle) DO NOTHING), "
-    "dropped AS (DELETE FROM {history} WHERE tenant = $1 AND run_id = $2 "
-    "AND handle = ANY($9::text[]) AND EXISTS (SELECT 1 FROM fence WHERE current = $3)), "
-    "frontier AS (INSERT INTO {checkpoints} (tenant, run_id, fence, payload, written_at) "
-    "SELECT $1, $2, $3, $4::bytea, clock_timestamp() FROM fence WHERE current = $3 "
-    "ON CONFLICT (tenant, run_id) DO UPDATE SET fence = EXCLUDED.fence, "
-    "payload = EXCLUDED.payload, written_at = EXCLUDED.written_at), "
-    "prior AS (SELECT " + SPENT_SO_FAR + " AS spent), "
-    "added AS (INSERT INTO {ledger} (tenant, run_id, charge_id, micros) "
-    "SELECT $1, $2, $7::text, $8::bigint FROM fence WHERE current = $3 AND $7::text IS NOT NULL "
-    "ON CONFLICT (tenant, run_id, charge_id) DO NOTHING RETURNING 1), "
-    "total AS (INSERT INTO {ledger_totals} AS t (tenant, run_id, spent) "
-    "SELECT $1, $2, spent + $8::bigint FROM prior WHERE EXISTS (SELECT 1 FROM added) "
-    "ON CONFLICT (tenant, run_id) DO UPDATE SET spent = t.spent + $8::bigint RETURNING t.spent) "
-    "SELECT (SELECT current FROM fence) AS current, (SELECT spent FROM total) AS raised, "
-    "CASE WHEN $7::text IS NOT NULL THEN (SELECT spent FROM prior) END AS spent"
+
+def _commit_statement(*, segment: bool, dropped: bool, charge: bool) -> str:
+    """The boundary statement for one shape of boundary: only the writes it has.
+
+    Every boundary upserts the frontier behind the fence; a segment, the deletion of the
+    segments a compacted one replaces and a charge are each a CTE of their own, left out of the
+    statement when the boundary has none. A CTE that writes nothing still costs the server its
+    planning and execution: on the 200-turn booking run (fsync on) the empty deletion and the
+    unused ledger CTEs were ~0.07 ms of a ~0.67 ms boundary, against ~0.57 ms for the same
+    bytes upserted bare (one-off replay, 2026-12-01). Parameters: $1 tenant, $2 run id, $3
+    fence, $4 frontier, then the segment's handle and bytes, the charge's id and micros and the
+    dropped handles, numbered on in that order for the parts present.
+    """
+    numbers = iter(range(5, 10))
+    ctes = [FENCE_CTE]
+    if segment:
+        handle, stored = next(numbers), next(numbers)
+        ctes.append(
+            "segment AS (INSERT INTO {history} (tenant, run_id, handle, segment) "
+            f"SELECT $1, $2, ${handle}::text, ${stored}::bytea FROM fence WHERE current = $3 "
+            "ON CONFLICT (tenant, run_id, handle) DO NOTHING)"
+        )
+    ctes.append(
+        "frontier AS (INSERT INTO {checkpoints} (tenant, run_id, fence, payload, written_at) "
+        "SELECT $1, $2, $3, $4::bytea, clock_timestamp() FROM fence WHERE current = $3 "
+        "ON CONFLICT (tenant, run_id) DO UPDATE SET fence = EXCLUDED.fence, "
+        "payload = EXCLUDED.payload, written_at = EXCLUDED.written_at)"
+    )
+    answer = "SELECT (SELECT current FROM fence) AS current"
+    if charge:
+        charge_id, micros = next(numbers), next(numbers)
+        ctes += [
+            "prior AS (SELECT " + SPENT_SO_FAR + " AS spent)",
+            "added AS (INSERT INTO {ledger} (tenant, run_id, charge_id, micros) "
+            f"SELECT $1, $2, ${charge_id}::text, ${micros}::bigint FROM fence "
+            "WHERE current = $3 "
+            "ON CONFLICT (tenant, run_id, charge_id) DO NOTHING RETURNING 1)",
+            "total AS (INSERT INTO {ledger_totals} AS t (tenant, run_id, spent) "
+            f"SELECT $1, $2, spent + ${micros}::bigint FROM prior "
+            "WHERE EXISTS (SELECT 1 FROM added) "
+            f"ON CONFLICT (tenant, run_id) DO UPDATE SET spent = t.spent + ${micros}::bigint "
+            "RETURNING t.spent)",
+        ]
+        answer += ", (SELECT spent FROM total) AS raised, (SELECT spent FROM prior) AS spent"
+    if dropped:
+        ctes.append(
+            "dropped AS (DELETE FROM {history} WHERE tenant = $1 AND run_id = $2 "
+            f"AND handle = ANY(${next(numbers)}::text[]) "
+            "AND EXISTS (SELECT 1 FROM fence WHERE current = $3))"
+        )
+    return "WITH " + ", ".join(ctes) + " " + answer
+
+
+_SHAPES = tuple(
+    (segment, dropped, charge)
+    for segment in (False, True)
+    for dropped in (False, True)
+    for charge in (False, True)
 )
 
 _READ_RUN = (
@@ -75,7 +113,11 @@ class PostgresBoundaryStore(PostgresStore):
     name = "PostgreSQL boundary store"
 
     def _prepare(self, sql: Callable[[str], str]) -> None:
-        self._commit, self._read_run = sql(_COMMIT), sql(_READ_RUN)
+        self._commits = {
+            shape: sql(_commit_statement(segment=shape[0], dropped=shape[1], charge=shape[2]))
+            for shape in _SHAPES
+        }
+        self._read_run = sql(_READ_RUN)
         self._read_run_and_records = sql(_READ_RUN_AND_RECORDS)
 
     async def commit(self, boundary: BoundaryCommit) -> int | None:
@@ -84,20 +126,16 @@ class PostgresBoundaryStore(PostgresStore):
         charge = boundary.charge
         if charge is not None:
             check_key("charge id", charge.charge_id)
-        segment = boundary.segment
-        row = await self._db.fetchrow(
-            f"commit a boundary of run {run_id!r}",
-            self._commit,
-            tenant,
-            run_id,
-            fence,
-            boundary.frontier,
-            None if segment is None else boundary.handle or handle_for(segment),
-            None if segment is None else bytes(segment),
-            None if charge is None else charge.charge_id,
-            None if charge is None else charge.micros,
-            list(boundary.dropped),
-        )
+        segment, dropped = boundary.segment, boundary.dropped
+        arguments: list[object] = [tenant, run_id, fence, boundary.frontier]
+        if segment is not None:
+            arguments += [boundary.handle or handle_for(segment), bytes(segment)]
+        if charge is not None:
+            arguments += [charge.charge_id, charge.micros]
+        if dropped:
+            arguments.append(list(dropped))
+        statement = self._commits[segment is not None, bool(dropped), charge is not None]
+        row = await self._db.fetchrow(f"commit a boundary of run {run_id!r}", statement, *arguments)
         admit(tenant, run_id, fence, int(row["current"]), "boundary commit")
         if charge is None:
             return None
