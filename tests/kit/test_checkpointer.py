@@ -12,6 +12,8 @@ import pytest
 
 from agentrun.boundary import BoundaryCommit, BoundaryStore
 from agentrun.checkpointing import (
+    MERGE_AFTER,
+    MERGE_BYTES,
     COMPACT_AFTER,
     DEFAULT_MAX_BYTES,
     Checkpointer,
@@ -315,6 +317,65 @@ async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
     )
 
 
+ROUND = COMPACT_AFTER * MERGE_AFTER
+"""Boundaries from one merge to the next."""
+
+
+async def _written(
+    writer: Checkpointer, backend: MemoryBackend, boundaries: int, *, text: str = ""
+) -> tuple[Message, ...]:
+    """``boundaries`` writes of one new turn each (its user message padded with ``text``),
+    every frontier read back whole by a fresh reader."""
+    messages: tuple[Message, ...] = ()
+    for turn in range(boundaries):
+        messages += (Message.of("user", f"turn {turn} {text}"), *conversation(1, start=turn)[1:])
+        assert await writer.write(frontier(messages=messages, iteration=turn)), writer.last_error
+        reader = Checkpointer(
+            backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+        )
+        found = await reader.resumable(TENANT, RUN)
+        assert found is not None
+        assert found[1] == messages
+    return messages
+
+
+def _previous_handles(stored: Mapping[str, bytes]) -> set[str | None]:
+    return {previous_of(RUN, handle, segment) for handle, segment in stored.items()}
+
+
+async def test_every_round_of_compactions_ends_in_one_merged_segment(
+    backend: MemoryBackend,
+) -> None:
+    """The ``MERGE_AFTER``-th compaction holds everything since the last merged segment and
+    drops the compacted ones in between with the transient ones: two rounds and a half leave
+    two merged segments, the compactions since and the transient segments after them, one
+    chain from the first, and every frontier on the way resolved whole."""
+    writer = Checkpointer(
+        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+    )
+    await _written(writer, backend, 2 * ROUND + 2 * COMPACT_AFTER + 3)
+    stored = await backend.history.fetch_all(TENANT, RUN)
+    assert len(stored) == 2 + 2 + 3
+    assert None in _previous_handles(stored)  # the first merged segment starts the chain
+    assert len(_previous_handles(stored)) == len(stored)  # a chain: no two share a previous
+
+
+async def test_a_round_too_large_to_merge_compacts_and_starts_the_next_round(
+    backend: MemoryBackend,
+) -> None:
+    """Messages past ``MERGE_BYTES`` a round are not merged (one zstd call over that much
+    would hold the boundary): the round's last compaction holds only what followed the
+    compaction before it, and the next round starts after it."""
+    writer = Checkpointer(
+        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+    )
+    padding = "x" * (MERGE_BYTES // ROUND)
+    await _written(writer, backend, 2 * ROUND, text=padding)
+    stored = await backend.history.fetch_all(TENANT, RUN)
+    assert len(stored) == 2 * MERGE_AFTER
+    assert len(_previous_handles(stored)) == len(stored)
+
+
 class _Failing:
     """A boundary store whose ``failing``-th commit fails: before reaching the store (``landed``
     False) or after the store committed it, the reply lost on the way back (``landed`` True).
@@ -335,18 +396,22 @@ class _Failing:
 
 
 @pytest.mark.parametrize("landed", [False, True])
-@pytest.mark.parametrize("failing", [COMPACT_AFTER - 1, COMPACT_AFTER, COMPACT_AFTER + 1])
+@pytest.mark.parametrize(
+    "failing",
+    [COMPACT_AFTER - 1, COMPACT_AFTER, COMPACT_AFTER + 1, ROUND - 1, ROUND, ROUND + 1],
+)
 async def test_a_failed_commit_leaves_a_chain_that_resolves(
     backend: MemoryBackend, failing: int, landed: bool
 ) -> None:
-    """Before, at and after a compaction, a commit that failed or whose reply was lost: the
-    writer keeps its idea of the chain from before it, and every frontier committed after must
-    still resolve whole (never name a segment that was not stored, or that a commit dropped)."""
+    """Before, at and after a compaction and a merge, a commit that failed or whose reply was
+    lost: the writer keeps its idea of the chain from before it, and every frontier committed
+    after must still resolve whole (never name a segment that was not stored, or that a commit
+    dropped)."""
     assert backend.boundaries is not None
     flaky = _Failing(backend.boundaries, failing, landed=landed)
     writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=flaky)
     messages: tuple[Message, ...] = ()
-    for turn in range(2 * COMPACT_AFTER + 2):
+    for turn in range(failing + COMPACT_AFTER + 2):
         before, messages = messages, messages + conversation(1, start=turn)
         receipt = await writer.write(frontier(messages=messages, iteration=turn))
         assert (receipt is None) == (flaky.commits == failing)
