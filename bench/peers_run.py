@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -175,6 +176,8 @@ class Measured:
     and how many of the stored bytes are segment headers (``agentrun.history``)."""
     decode_ms: float | None = None
     """Ours only: of ``resume_ms``, decoding the transcript already in memory (``decoding_ms``)."""
+    read_ms: float | None = None
+    """Ours on SQLite only: the same rows read bare (``bare_read_ms``), the floor of the read."""
 
     @property
     def checkpoint_s(self) -> float:
@@ -308,6 +311,9 @@ async def measure_ours(
         decode_ms = await decoding_ms(backend.history, run_id, payload, segments)
     finally:
         await backend.close()
+    read_ms = (
+        bare_read_ms(Path(url.removeprefix("sqlite:///")), run_id) if server == "SQLite" else None
+    )
     resumes: list[float] = []
     for _ in range(RESUMES):
         resumed = await open_backend(url)  # a fresh worker: nothing remembered
@@ -341,6 +347,7 @@ async def measure_ours(
         str(trips["round trips"]),
         (once, zlibbed, headers),
         decode_ms,
+        read_ms,
     )
 
 
@@ -356,8 +363,43 @@ async def decoding_ms(
     for _ in range(RESUMES):
         gc.collect()
         started = time.perf_counter()
-        await load_chain(history, TENANT, run_id, handle, segments)
+        decoded = await load_chain(history, TENANT, run_id, handle, segments)
         spent.append((time.perf_counter() - started) * 1000)
+        del decoded  # freed after the clock stops: a resumed transcript lives on
+    return statistics.median(spent)
+
+
+def bare_read_ms(path: Path, run_id: str) -> float:
+    """The floor of our resume's read on SQLite: the run's frontier and segment rows, as a fresh
+    worker's store reads them (one transaction, on a thread of its own off the event loop) but
+    on a bare ``sqlite3`` connection with nothing of the kit; the median of as many as resumes,
+    each on a fresh connection (opened before the clock starts)."""
+
+    def read(connection: sqlite3.Connection) -> int:
+        connection.execute("BEGIN")
+        try:
+            rows = connection.execute(
+                "SELECT payload FROM agentrun_checkpoints WHERE tenant = ? AND run_id = ? "
+                "UNION ALL SELECT segment FROM agentrun_history WHERE tenant = ? AND run_id = ?",
+                (TENANT, run_id, TENANT, run_id),
+            ).fetchall()
+        finally:
+            connection.execute("COMMIT")
+        return sum(len(row[0]) for row in rows)
+
+    spent: list[float] = []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-read") as thread:
+        for _ in range(RESUMES):
+            connection = thread.submit(
+                sqlite3.connect, path, isolation_level=None, check_same_thread=True
+            ).result()
+            try:
+                started = time.perf_counter()
+                if not thread.submit(read, connection).result():
+                    raise RuntimeError(f"nothing stored for {run_id} in {path}")
+                spent.append((time.perf_counter() - started) * 1000)
+            finally:
+                thread.submit(connection.close).result()
     return statistics.median(spent)
 
 
@@ -673,6 +715,13 @@ def print_table(rows: Sequence[Measured], turns: int) -> None:
                 f"{ours.resume_ms / fastest.resume_ms:.2f}x; of it, decoding the transcript in "
                 f"memory {decoding:.1f} ms, {decoding / fastest.resume_ms:.2f}x"
             )
+            if ours.read_ms is not None:
+                floor = ours.read_ms + decoding
+                print(
+                    f"  floor on {ours.server}: the same rows read bare {ours.read_ms:.1f} ms + "
+                    f"decoding {decoding:.1f} ms = {floor:.1f} ms, "
+                    f"{floor / fastest.resume_ms:.2f}x"
+                )
 
 
 async def run(

@@ -23,11 +23,14 @@ and the segments it replaces are deleted in the same commit. A segment of a turn
 poorly even against the preceding 32 KB (each zlib stream carries its own framing and Huffman
 tables, and each segment its header), and a resume pays a decompression per segment; a chain of
 compacted segments stores about what the whole transcript compressed once does, and resumes in a
-sixteenth of the decompressions. The segments in between are transient, so they are not
+sixteenth of the decompressions. Every ``MERGE_AFTER``-th compaction merges the same way one
+level up: its segment holds everything since the last merged one, replacing the compacted
+segments in between too, so a long run resumes from a few segments of 64 boundaries each. The
+segments in between are transient, so they are not
 compressed at all (``encode_segment(transient=True)``): compressing each against 32 KB at zlib's
 level 6 was most of a boundary's CPU on SQLite, and at level 1 against 4 KB still a third of it
-on PostgreSQL. Content addressing is unchanged: a
-compacted segment is a segment, named by its digest, whose previous is the last compacted one.
+on PostgreSQL. Content addressing is unchanged: a compacted (merged) segment is a segment, named
+by its digest, whose previous is the last compacted (merged) one.
 Without a ``BoundaryStore`` nothing is compacted, as deleting a segment before the frontier that
 stops naming it has landed would leave a frontier naming a segment that is gone.
 
@@ -186,8 +189,8 @@ class _MessageMemo:
     The runner keeps a run's conversation in one list and only appends to it, so at every
     boundary all but the newest messages are the very objects written at the previous one. A
     write therefore masks and encodes only its newest messages and splices the rest in as bytes
-    (``encode_spliced`` inline, the segment's JSON array out of line, whose compacted segments
-    gather 16 boundaries' messages again): masking and encoding the whole transcript at every
+    (``encode_spliced`` inline, the segment's JSON array out of line, whose compacted and merged
+    segments gather 16 or 64 boundaries' messages again): masking and encoding the whole transcript at every
     boundary cost ~50 ms and ~1 ms a MiB, against a loopback round trip of a fraction of a
     millisecond. The memo is keyed by identity, not by value: a message holds dicts and so has
     no hash, and comparing values would cost as much as masking. Identity is sound because

@@ -12,9 +12,10 @@ back is what was written. A handle that no longer resolves, or resolves to other
 ``HistoryUnavailableError``: the run stops rather than continue a conversation with a hole in it.
 
 A segment is stored compressed, by the client: a segment holds a turn or two (a few KB), or 16
-boundaries' messages when compacted, too little for any compressor alone, so each is compressed
-with the chain's preceding 32 KB as its dictionary. By default (``SegmentForm.ZSTD``, since kit
-0.2.0) a segment that stays is a zstd frame against that context as a raw-content dictionary:
+or 64 boundaries' messages when compacted or merged, too little for any compressor alone, so
+each is compressed with the chain's preceding 32 KB as its dictionary. By default
+(``SegmentForm.ZSTD``, since kit 0.2.0) a segment that stays is a zstd frame against that
+context as a raw-content dictionary:
 on the 200-turn booking run of ``bench.boundaries`` a chain stores 0.98x zlib -6 of the whole
 transcript written once, where raw deflate against the same 32 KB (zlib's whole window) stored
 1.013x, and reads back a little faster. A transient segment (one the next compacted segment
