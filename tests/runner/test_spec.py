@@ -17,7 +17,7 @@ from agentrun.runner.secrets import (
     environment_variable,
 )
 from agentrun.runner.spec import AgentSpec, HttpToolSpec, McpServerSpec, ModelSpec
-from agentrun.runner.tools import ToolArgumentsError
+from agentrun.runner.tools import Tool, ToolArgumentsError
 
 SECRET: dict[str, JsonValue] = {"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
 PRICE: dict[str, JsonValue] = {"inputMicrosPerMillion": 0, "outputMicrosPerMillion": 0}
@@ -162,3 +162,23 @@ async def test_environment_secrets_are_read_from_a_variable_named_for_the_refere
         await EnvironmentSecrets().resolve(ref)
     monkeypatch.setenv("AGENTRUN_SECRET_MODEL_KEYS_OPENAI_TOKEN", "v")
     assert await EnvironmentSecrets().resolve(ref) == "v"
+
+
+def test_a_tool_schema_is_built_once_and_each_caller_gets_its_own_copy() -> None:
+    """A signature's schema is built once (pydantic builds it anew per call, and a run shows
+    the model its tools at every turn); changing the copy one caller got changes nothing for
+    the next."""
+
+    async def book(flight: str, seats: int = 1) -> str:
+        return flight
+
+    booking = Tool(name="book", fn=book)
+    shown = booking.schema()
+    parameters = shown["parameters"]
+    assert isinstance(parameters, dict)
+    assert parameters["required"] == ["flight"]
+    assert "title" not in parameters
+    parameters["required"] = ["seats"]
+    shown["name"] = "changed"
+    assert booking.schema() == Tool(name="book", fn=book).schema()
+    assert booking.schema()["parameters"] == {**parameters, "required": ["flight"]}
