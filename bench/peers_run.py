@@ -37,6 +37,7 @@ for each side; SQLite files are WAL with ``synchronous=FULL`` on both sides.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import gc
 import importlib
@@ -178,6 +179,9 @@ class Measured:
     """Ours only: of ``resume_ms``, decoding the transcript already in memory (``decoding_ms``)."""
     read_ms: float | None = None
     """Ours on SQLite only: the same rows read bare (``bare_read_ms``), the floor of the read."""
+    syncs: int | None = None
+    """PostgreSQL only: the server's WAL syncs over the run (``wal_syncs``), its durable
+    commits."""
 
     @property
     def checkpoint_s(self) -> float:
@@ -295,6 +299,7 @@ async def measure_ours(
     server: str, url: str, booking: Booking, baseline_s: float, form: SegmentForm
 ) -> Measured:
     run_id = f"ours-{booking.turns}"
+    synced = await wal_syncs(url) if server == "PostgreSQL" else None
     backend = await open_backend(url)
     assert isinstance(backend, StoreSet)
     try:
@@ -311,6 +316,7 @@ async def measure_ours(
         decode_ms = await decoding_ms(backend.history, run_id, payload, segments)
     finally:
         await backend.close()
+    syncs = None if synced is None else await wal_syncs(url) - synced
     read_ms = (
         bare_read_ms(Path(url.removeprefix("sqlite:///")), run_id) if server == "SQLite" else None
     )
@@ -348,6 +354,7 @@ async def measure_ours(
         (once, zlibbed, headers),
         decode_ms,
         read_ms,
+        syncs,
     )
 
 
@@ -367,6 +374,20 @@ async def decoding_ms(
         spent.append((time.perf_counter() - started) * 1000)
         del decoded  # freed after the clock stops: a resumed transcript lives on
     return statistics.median(spent)
+
+
+async def wal_syncs(url: str) -> int:
+    """How many times the PostgreSQL server has synced its WAL (``pg_stat_wal.wal_sync``): with
+    ``fsync`` and ``synchronous_commit`` on, a transaction that wrote is one sync at its commit
+    (a sync may carry several commits that land together; here one side writes at a time). Read
+    from a connection of its own once the writer's have closed, which flushes their
+    statistics."""
+    await asyncio.sleep(0.2)  # the closed connections' backends exit, flushing their counts
+    connection = await asyncpg.connect(url)
+    try:
+        return int(await connection.fetchval("SELECT wal_sync FROM pg_stat_wal"))
+    finally:
+        await connection.close()
 
 
 def bare_read_ms(path: Path, run_id: str) -> float:
@@ -519,6 +540,8 @@ class Saver:
     server: str
     open: Callable[[], contextlib.AbstractAsyncContextManager[Any]]
     kept: Callable[[str], Awaitable[int]]
+    url: str | None = None
+    """PostgreSQL's database, to count its WAL syncs (``wal_syncs``)."""
 
 
 async def measure_langgraph(
@@ -527,12 +550,14 @@ async def measure_langgraph(
     thread = f"{'delta' if delta else 'default'}-{booking.turns}"
     turns = Turns()
     graph = graph_of(booking, delta, turns)
+    synced = None if saver.url is None else await wal_syncs(saver.url)
     async with saver.open() as opened:
         timed_saver(opened, turns)
         gc.collect()
         started = time.perf_counter()
         count = await run_graph(graph, booking, opened, thread)
         end_to_end = time.perf_counter() - started
+    syncs = None if saver.url is None or synced is None else await wal_syncs(saver.url) - synced
     if count != 3 + 2 * booking.turns:
         raise RuntimeError(f"LangGraph on {saver.server}: the run ended with {count} messages")
     resumes: list[float] = []
@@ -558,6 +583,7 @@ async def measure_langgraph(
         turns.handed,
         await saver.kept(thread),
         resume_ms,
+        syncs=syncs,
     )
 
 
@@ -579,7 +605,7 @@ def postgres_saver(url: str) -> Saver:
             await connection.close()
         return int(total)
 
-    return Saver("PostgreSQL", lambda: saver_class.from_conn_string(url), kept)
+    return Saver("PostgreSQL", lambda: saver_class.from_conn_string(url), kept, url)
 
 
 def sqlite_saver(path: Path) -> Saver:
@@ -693,6 +719,12 @@ def print_table(rows: Sequence[Measured], turns: int) -> None:
                 f"{ours.handed / peer.handed:>6.3f}x | stored {ours.stored / peer.stored:>6.3f}x"
                 f" | resume {ours.resume_ms / peer.resume_ms:>5.2f}x"
             )
+    synced = [row for row in rows if row.syncs is not None]
+    if synced:
+        print(
+            "Durable commits a turn on PostgreSQL (WAL syncs over the run / turns): "
+            + ", ".join(f"{row.side} {row.syncs / turns:.2f}" for row in synced if row.syncs)
+        )
     print("\nBytes stored, ours, against the final transcript written once (segments + frontier)")
     for row in rows:
         if row.once is None:
