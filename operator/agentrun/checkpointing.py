@@ -190,14 +190,14 @@ class _MessageMemo:
     boundary all but the newest messages are the very objects written at the previous one. A
     write therefore masks and encodes only its newest messages and splices the rest in as bytes
     (``encode_spliced`` inline, the segment's JSON array out of line, whose compacted and merged
-    segments gather 16 or 64 boundaries' messages again): masking and encoding the whole transcript at every
-    boundary cost ~50 ms and ~1 ms a MiB, against a loopback round trip of a fraction of a
-    millisecond. The memo is keyed by identity, not by value: a message holds dicts and so has
-    no hash, and comparing values would cost as much as masking. Identity is sound because
-    messages are frozen (the out-of-line path relies on that too, appending only what is past
-    the chain). An entry goes when its message is collected, so a long-lived worker keeps no
-    transcript of a finished run. The bytes cost about the transcript's size again, for as long
-    as it lives.
+    segments gather 16 or 64 boundaries' messages again): masking and encoding the whole
+    transcript at every boundary cost ~50 ms and ~1 ms a MiB, against a loopback round trip of a
+    fraction of a millisecond. The memo is keyed by identity, not by value: a message holds
+    dicts and so has no hash, and comparing values would cost as much as masking. Identity is
+    sound because messages are frozen (the out-of-line path relies on that too, appending only
+    what is past the chain). An entry goes when its message is collected, so a long-lived
+    worker keeps no transcript of a finished run. The bytes cost about the transcript's size
+    again, for as long as it lives.
     """
 
     def __init__(self, redactor: Redactor | None) -> None:

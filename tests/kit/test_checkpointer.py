@@ -12,10 +12,10 @@ import pytest
 
 from agentrun.boundary import BoundaryCommit, BoundaryStore
 from agentrun.checkpointing import (
-    MERGE_AFTER,
-    MERGE_BYTES,
     COMPACT_AFTER,
     DEFAULT_MAX_BYTES,
+    MERGE_AFTER,
+    MERGE_BYTES,
     Checkpointer,
     CheckpointPolicy,
 )

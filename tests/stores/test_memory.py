@@ -7,6 +7,7 @@ import pytest
 from agentrun import testing
 from agentrun.stores.memory import MemoryBackend
 from agentrun.testing import ManualClock
+from tests.support.chain_faults import ChainFaultsConformance
 
 
 class _Memory:
@@ -42,3 +43,6 @@ class TestMemorySegmentListing(_Memory, testing.SegmentListerConformance): ...
 
 class TestMemoryLedger(_Memory, testing.LedgerConformance):
     charges_before = 20_000  # through ``charge`` itself: the memory store has no bulk write
+
+
+class TestMemoryChainFaults(_Memory, ChainFaultsConformance): ...

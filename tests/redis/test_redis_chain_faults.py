@@ -1,0 +1,10 @@
+"""Redis keeps a run's transcript whole through compactions, merges, lost commits
+and takeovers."""
+
+from __future__ import annotations
+
+from tests.support.chain_faults import ChainFaultsConformance
+
+
+class TestRedisChainFaults(ChainFaultsConformance):
+    pass

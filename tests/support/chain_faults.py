@@ -1,0 +1,104 @@
+"""A run's transcript through compactions and merges on a real store, under lost commits and
+workers that die.
+
+A writer commits two rounds and a half of boundaries (a round: ``MERGE_AFTER`` compactions of
+``COMPACT_AFTER`` segments each, the last a merge). At boundaries a seeded schedule draws, its
+commit fails before it reaches the store, or lands and the reply is lost; twice the worker dies
+and a fresh one, remembering nothing, takes the run up from what is stored. After
+every write a fresh reader must resolve the whole transcript the last landed commit named (never
+a segment that was not stored or that a commit dropped), and at the end the run keeps a few
+segments, not one per boundary. A store's test module subclasses ``ChainFaultsConformance`` on
+its real server, with its ``backend`` fixture.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from agentrun import Backend
+from agentrun.backend import StoreSet
+from agentrun.boundary import BoundaryCommit, BoundaryStore
+from agentrun.checkpointing import COMPACT_AFTER, MERGE_AFTER, Checkpointer
+from agentrun.errors import StoreUnavailableError
+from agentrun.messages import Message
+from tests.support.frontiers import RUN, conversation, frontier
+
+ROUND = COMPACT_AFTER * MERGE_AFTER
+BOUNDARIES = 2 * ROUND + COMPACT_AFTER + 5
+FAULTS = 12
+
+
+class _Lossy:
+    """The backend's ``BoundaryStore``, whose commits fail where ``schedule`` says: ``before``
+    (nothing reaches the store) or ``after`` (the store committed, the reply is lost)."""
+
+    def __init__(self, inner: BoundaryStore, schedule: dict[int, str]) -> None:
+        self.inner, self.schedule, self.commits = inner, schedule, 0
+
+    async def commit(self, boundary: BoundaryCommit) -> int | None:
+        self.commits += 1
+        fault = self.schedule.get(self.commits)
+        lost = StoreUnavailableError("store", "commit a boundary", TimeoutError("no reply"))
+        if fault == "before":
+            raise lost
+        spent = await self.inner.commit(boundary)
+        if fault == "after":
+            raise lost
+        return spent
+
+
+class ChainFaultsConformance:
+    """The suite; a subclass provides the ``backend`` fixture."""
+
+    @pytest.fixture
+    def tenant(self) -> str:
+        """A tenant of the test's own: one server serves the whole session."""
+        return f"tenant-{uuid.uuid4().hex[:12]}"
+
+    @pytest.mark.parametrize("seed", [1, 2, 3])
+    async def test_the_transcript_resolves_through_merges_lost_commits_and_takeovers(
+        self, backend: Backend, tenant: str, seed: int
+    ) -> None:
+        assert isinstance(backend, StoreSet)
+        assert backend.boundaries is not None
+        draw = random.Random(seed)
+        schedule = {
+            commit: draw.choice(("before", "after"))
+            for commit in draw.sample(range(1, BOUNDARIES + 1), FAULTS)
+        }
+        lossy = _Lossy(backend.boundaries, schedule)
+
+        def worker() -> Checkpointer:
+            return Checkpointer(backend.checkpoints, history=backend.history, boundaries=lossy)
+
+        # The worker dies twice, early and late, so that a whole round (and its merge) falls
+        # between; the next one remembers nothing.
+        takeovers = {draw.randrange(1, ROUND // 2), draw.randrange(2 * ROUND, BOUNDARIES)}
+        writer = worker()
+        messages: tuple[Message, ...] = ()
+        landed: tuple[Message, ...] = ()
+        for turn in range(BOUNDARIES):
+            messages += conversation(1, start=turn)
+            if turn in takeovers:
+                writer = worker()
+                taken = await writer.resumable(tenant, RUN)
+                assert taken is not None
+                assert taken[1] == landed
+            receipt = await writer.write(frontier(messages=messages, iteration=turn, tenant=tenant))
+            assert (receipt is None) == (lossy.commits in schedule)
+            if receipt is not None or schedule.get(lossy.commits) == "after":
+                landed = messages
+            reader = Checkpointer(
+                backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+            )
+            found = await reader.resumable(tenant, RUN)
+            assert found is not None
+            assert found[1] == landed, f"after commit {lossy.commits} (seed {seed})"
+        stored = await backend.history.fetch_all(tenant, RUN)  # type: ignore[attr-defined]
+        # Two merged segments, the compactions and transient segments after them; a lost reply
+        # or a takeover may leave segments no later compaction of this writer drops.
+        kept = 2 + MERGE_AFTER + COMPACT_AFTER + FAULTS + COMPACT_AFTER * len(takeovers)
+        assert len(stored) <= kept, (len(stored), kept)
