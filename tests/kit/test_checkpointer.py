@@ -661,14 +661,14 @@ async def test_in_the_zlib_json_form_kit_0_1_can_take_the_run_over(
 ) -> None:
     """A rolling upgrade from kit 0.1.0 leaves its replicas taking runs over for a while; they
     end a run whose segments they cannot read (``HistoryUnavailable``). Written in
-    ``SegmentForm.ZLIB_JSON`` — compacted and transient segments alike — every frontier's
+    ``SegmentForm.ZLIB_JSON`` — merged, compacted and transient segments alike — every frontier's
     transcript reads as that release reads it."""
     policy = CheckpointPolicy(segment_form=SegmentForm.ZLIB_JSON)
     writer = Checkpointer(
         backend.checkpoints, policy, history=backend.history, boundaries=backend.boundaries
     )
     messages: tuple[Message, ...] = ()
-    for turn in range(2 * COMPACT_AFTER + 3):
+    for turn in range(ROUND + 3):  # a merge, and the compactions and segments before it
         messages += conversation(1, start=turn)
         assert await writer.write(frontier(messages=messages, iteration=turn)), writer.last_error
         latest = await writer.latest(TENANT, RUN)
