@@ -723,7 +723,7 @@ def print_table(rows: Sequence[Measured], turns: int) -> None:
     if synced:
         print(
             "Durable commits a turn on PostgreSQL (WAL syncs over the run / turns): "
-            + ", ".join(f"{row.side} {row.syncs / turns:.2f}" for row in synced if row.syncs)
+            + ", ".join(f"{row.side} {(row.syncs or 0) / turns:.2f}" for row in synced)
         )
     print("\nBytes stored, ours, against the final transcript written once (segments + frontier)")
     for row in rows:

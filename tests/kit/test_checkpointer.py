@@ -23,7 +23,6 @@ from agentrun.errors import (
     CheckpointTooLargeError,
     HistoryUnavailableError,
     StaleFenceError,
-    StoreUnavailableError,
 )
 from agentrun.frontier import (
     Boundary,
@@ -54,6 +53,7 @@ from tests.kit.stores import (
     RecordingHistoryStore,
     unavailable,
 )
+from tests.support.chain_faults import LossyBoundaries
 from tests.support.frontiers import APPROVAL, RUN, TENANT, conversation, frontier, pending
 
 
@@ -376,25 +376,6 @@ async def test_a_round_too_large_to_merge_compacts_and_starts_the_next_round(
     assert len(_previous_handles(stored)) == len(stored)
 
 
-class _Failing:
-    """A boundary store whose ``failing``-th commit fails: before reaching the store (``landed``
-    False) or after the store committed it, the reply lost on the way back (``landed`` True).
-    Either way the ``Checkpointer`` hears an error."""
-
-    def __init__(self, inner: BoundaryStore, failing: int, *, landed: bool) -> None:
-        self.inner, self.failing, self.landed, self.commits = inner, failing, landed, 0
-
-    async def commit(self, boundary: BoundaryCommit) -> int | None:
-        self.commits += 1
-        lost = StoreUnavailableError("store", "commit a boundary", TimeoutError("no reply"))
-        if self.commits == self.failing and not self.landed:
-            raise lost
-        spent = await self.inner.commit(boundary)
-        if self.commits == self.failing:
-            raise lost
-        return spent
-
-
 @pytest.mark.parametrize("landed", [False, True])
 @pytest.mark.parametrize(
     "failing",
@@ -408,7 +389,7 @@ async def test_a_failed_commit_leaves_a_chain_that_resolves(
     after must still resolve whole (never name a segment that was not stored, or that a commit
     dropped)."""
     assert backend.boundaries is not None
-    flaky = _Failing(backend.boundaries, failing, landed=landed)
+    flaky = LossyBoundaries(backend.boundaries, {failing: "after" if landed else "before"})
     writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=flaky)
     messages: tuple[Message, ...] = ()
     for turn in range(failing + COMPACT_AFTER + 2):

@@ -4,10 +4,10 @@ workers that die.
 A writer commits two rounds and a half of boundaries (a round: ``MERGE_AFTER`` compactions of
 ``COMPACT_AFTER`` segments each, the last a merge). At boundaries a seeded schedule draws, its
 commit fails before it reaches the store, or lands and the reply is lost; twice the worker dies
-and a fresh one, remembering nothing, takes the run up from what is stored. After
-every write a fresh reader must resolve the whole transcript the last landed commit named (never
-a segment that was not stored or that a commit dropped), and at the end the run keeps a few
-segments, not one per boundary. A store's test module subclasses ``ChainFaultsConformance`` on
+and a fresh one, remembering nothing, takes the run up from what is stored. After every write a
+fresh reader must resolve the whole transcript the last landed commit named (never a segment
+that was not stored or that a commit dropped), and at the end the run keeps a few segments, not
+one per boundary. A store's test module subclasses ``ChainFaultsConformance`` on
 its real server, with its ``backend`` fixture.
 """
 
@@ -31,9 +31,10 @@ BOUNDARIES = 2 * ROUND + COMPACT_AFTER + 5
 FAULTS = 12
 
 
-class _Lossy:
-    """The backend's ``BoundaryStore``, whose commits fail where ``schedule`` says: ``before``
-    (nothing reaches the store) or ``after`` (the store committed, the reply is lost)."""
+class LossyBoundaries:
+    """A ``BoundaryStore`` whose commits fail where ``schedule`` says (by the commit's number,
+    from 1): ``before`` it reaches the store, or ``after`` the store committed it, the reply
+    lost on the way back. Either way the ``Checkpointer`` hears an error."""
 
     def __init__(self, inner: BoundaryStore, schedule: dict[int, str]) -> None:
         self.inner, self.schedule, self.commits = inner, schedule, 0
@@ -69,7 +70,7 @@ class ChainFaultsConformance:
             commit: draw.choice(("before", "after"))
             for commit in draw.sample(range(1, BOUNDARIES + 1), FAULTS)
         }
-        lossy = _Lossy(backend.boundaries, schedule)
+        lossy = LossyBoundaries(backend.boundaries, schedule)
 
         def worker() -> Checkpointer:
             return Checkpointer(backend.checkpoints, history=backend.history, boundaries=lossy)
