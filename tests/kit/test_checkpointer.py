@@ -267,6 +267,28 @@ _BEGINNINGS = {
 }
 
 
+ROUND = COMPACT_AFTER * MERGE_AFTER
+"""Boundaries from one merge to the next."""
+
+
+async def _written(
+    writer: Checkpointer, backend: MemoryBackend, boundaries: int, *, text: str = ""
+) -> tuple[Message, ...]:
+    """``boundaries`` writes of one new turn each (its user message padded with ``text``),
+    every frontier read back whole by a fresh reader."""
+    messages: tuple[Message, ...] = ()
+    for turn in range(boundaries):
+        messages += (Message.of("user", f"turn {turn} {text}"), *conversation(1, start=turn)[1:])
+        assert await writer.write(frontier(messages=messages, iteration=turn)), writer.last_error
+        reader = Checkpointer(
+            backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+        )
+        found = await reader.resumable(TENANT, RUN)
+        assert found is not None
+        assert found[1] == messages
+    return messages
+
+
 @pytest.mark.parametrize("form", list(SegmentForm))
 async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
     backend: MemoryBackend, form: SegmentForm
@@ -281,17 +303,8 @@ async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
         history=backend.history,
         boundaries=backend.boundaries,
     )
-    messages: tuple[Message, ...] = ()
     boundaries = 3 * COMPACT_AFTER + 5
-    for turn in range(boundaries):
-        messages += conversation(1, start=turn)
-        assert await writer.write(frontier(messages=messages, iteration=turn)), writer.last_error
-        reader = Checkpointer(
-            backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-        )
-        found = await reader.resumable(TENANT, RUN)
-        assert found is not None
-        assert found[1] == messages
+    messages = await _written(writer, backend, boundaries)
     stored = await backend.history.fetch_all(TENANT, RUN)
     assert len(stored) == 3 + 5  # three compacted segments and the five written after them
     compacted, transient = _BEGINNINGS[form]
@@ -315,28 +328,6 @@ async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
         )
         == messages
     )
-
-
-ROUND = COMPACT_AFTER * MERGE_AFTER
-"""Boundaries from one merge to the next."""
-
-
-async def _written(
-    writer: Checkpointer, backend: MemoryBackend, boundaries: int, *, text: str = ""
-) -> tuple[Message, ...]:
-    """``boundaries`` writes of one new turn each (its user message padded with ``text``),
-    every frontier read back whole by a fresh reader."""
-    messages: tuple[Message, ...] = ()
-    for turn in range(boundaries):
-        messages += (Message.of("user", f"turn {turn} {text}"), *conversation(1, start=turn)[1:])
-        assert await writer.write(frontier(messages=messages, iteration=turn)), writer.last_error
-        reader = Checkpointer(
-            backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-        )
-        found = await reader.resumable(TENANT, RUN)
-        assert found is not None
-        assert found[1] == messages
-    return messages
 
 
 def _previous_handles(stored: Mapping[str, bytes]) -> set[str | None]:
