@@ -17,10 +17,10 @@ frontier and the charge of the model call the boundary follows go in one commit 
 ``agentrun.boundary``); without one, each goes to its own store, the segment first, so a frontier
 never names a segment that is not there.
 
-With a ``BoundaryStore`` the chain is also compacted: every ``COMPACT_AFTER`` segments, the
-commit's segment holds every message since the last compacted one (instead of only the new ones)
-and the segments it replaces are deleted in the same commit. A segment of a turn or two compresses
-poorly even against the preceding 32 KB (each zlib stream carries its own framing and Huffman
+With a ``BoundaryStore`` the chain is also compacted: every ``COMPACT_AFTER`` segments (sooner
+once they hold ``SEGMENT_BYTES`` of JSON), the commit's segment holds every message since the
+last compacted one (instead of only the new ones) and the segments it replaces are deleted in
+the same commit. A segment of a turn or two compresses poorly even against the preceding 32 KB (each zlib stream carries its own framing and Huffman
 tables, and each segment its header), and a resume pays a decompression per segment; a chain of
 compacted segments stores about what the whole transcript compressed once does, and resumes in a
 sixteenth of the decompressions. Every ``MERGE_AFTER``-th compaction merges the same way one
@@ -115,11 +115,13 @@ a larger frame compresses better: at 1,000 turns of that conversation the chain 
 instead of 126, decompressed in 3.8 ms instead of 6.2, and stores 716 KB instead of 731 KB (a
 one-off replay, 2026-12-01). A merge costs ~4 ms of zstd where a compaction costs ~1.3."""
 
-MERGE_BYTES = 256 * 1024
-"""A merge whose messages' JSON would pass this size compacts instead (only what followed the
-last compacted segment) and starts the next merge after it: a segment that size decompresses
-as fast per byte as any, and compressing a larger one at ``ZSTD_LEVEL`` would hold the boundary
-for tens of milliseconds."""
+SEGMENT_BYTES = 256 * 1024
+"""How much JSON a compacted or merged segment gathers, roughly: a compaction comes before the
+``COMPACT_AFTER``-th segment once the transient ones hold this much, and a merge that would
+hold more compacts instead (only what followed the last compacted segment) and starts the next
+round after it. A segment that size decompresses as fast per byte as any, and zstd at
+``ZSTD_LEVEL`` compresses ~35 MB/s here: without it 16 boundaries of 200 KB tool results would
+have held one boundary for ~90 ms, and stored 3 MB uncompressed meanwhile."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,8 @@ class _Chain:
     when this worker took it up."""
     recent: tuple[str, ...] = ()
     """The segments written after ``base``, oldest first: what the next compaction replaces."""
+    recent_bytes: int = 0
+    """The JSON of the messages in ``recent``, in bytes."""
     merged: _Base = _Base()
     """The segment the ``compacted`` ones follow: the last merged one, or where the chain was
     when this worker took it up."""
@@ -155,16 +159,16 @@ class _Chain:
     def taken_up(cls, head: str, length: int, context: bytes) -> _Chain:
         """A chain as read back, or just merged: compaction starts after its head."""
         start = _Base(head, length, context)
-        return cls(head, length, context, start, (), start, ())
+        return cls(head, length, context, start, (), 0, start, ())
 
     def compaction(self, since_merged: Sequence[bytes]) -> tuple[_Base, tuple[str, ...], bool]:
         """Where the compaction at hand starts, the segments it replaces, and whether it ends a
         round of ``MERGE_AFTER`` (the next merge starts after it). ``since_merged`` is the
         JSON of every message after ``merged``. The round's last compaction merges (starts after
-        ``merged``), unless that is over ``MERGE_BYTES``; the others start after ``base``."""
+        ``merged``), unless that is over ``SEGMENT_BYTES``; the others start after ``base``."""
         if len(self.compacted) + 1 < MERGE_AFTER:
             return self.base, self.recent, False
-        if sum(len(message) for message in since_merged) <= MERGE_BYTES:
+        if sum(len(message) for message in since_merged) <= SEGMENT_BYTES:
             return self.merged, (*self.compacted, *self.recent), True
         return self.base, self.recent, True
 
@@ -374,7 +378,11 @@ class Checkpointer:
         fresh = self._messages.encoded(checkpoint.messages[chain.length :])
         if not fresh and chain.head:
             return replace(chain, length=len(checkpoint.messages)), None
-        if self.boundaries is not None and len(chain.recent) + 1 >= COMPACT_AFTER:
+        fresh_bytes = sum(len(message) for message in fresh)
+        if self.boundaries is not None and (
+            len(chain.recent) + 1 >= COMPACT_AFTER
+            or chain.recent_bytes + fresh_bytes >= SEGMENT_BYTES
+        ):
             # Everything since the last compacted (or merged) segment in one, which replaces
             # the segments in between.
             since_merged = self._messages.encoded(checkpoint.messages[chain.merged.length :])
@@ -406,6 +414,7 @@ class Checkpointer:
             length=len(checkpoint.messages),
             context=chain.context if transient else (chain.context + body)[-CONTEXT_BYTES:],
             recent=(*chain.recent, handle),
+            recent_bytes=chain.recent_bytes + fresh_bytes,
         )
         if self.boundaries is not None:
             return grown, (grown, segment, ())

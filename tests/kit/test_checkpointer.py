@@ -15,7 +15,7 @@ from agentrun.checkpointing import (
     COMPACT_AFTER,
     DEFAULT_MAX_BYTES,
     MERGE_AFTER,
-    MERGE_BYTES,
+    SEGMENT_BYTES,
     Checkpointer,
     CheckpointPolicy,
 )
@@ -354,13 +354,13 @@ async def test_every_round_of_compactions_ends_in_one_merged_segment(
 async def test_a_round_too_large_to_merge_compacts_and_starts_the_next_round(
     backend: MemoryBackend,
 ) -> None:
-    """Messages past ``MERGE_BYTES`` a round are not merged (one zstd call over that much
+    """Messages past ``SEGMENT_BYTES`` a round are not merged (one zstd call over that much
     would hold the boundary): the round's last compaction holds only what followed the
     compaction before it, and the next round starts after it."""
     writer = Checkpointer(
         backend.checkpoints, history=backend.history, boundaries=backend.boundaries
     )
-    padding = "x" * (MERGE_BYTES // ROUND)
+    padding = "x" * (SEGMENT_BYTES // ROUND)
     await _written(writer, backend, 2 * ROUND, text=padding)
     stored = await backend.history.fetch_all(TENANT, RUN)
     assert len(stored) == 2 * MERGE_AFTER
@@ -393,6 +393,23 @@ async def test_a_failed_commit_leaves_a_chain_that_resolves(
         found = await reader.resumable(TENANT, RUN)
         assert found is not None
         assert found[1] == (messages if receipt is not None or landed else before)
+
+
+async def test_transient_segments_holding_segment_bytes_are_compacted_early(
+    backend: MemoryBackend,
+) -> None:
+    """Large messages (a tool's 100 KB result) compact as soon as the transient segments hold
+    ``SEGMENT_BYTES`` of JSON, not at the ``COMPACT_AFTER``-th: no boundary compresses megabytes
+    at once, and no megabytes stay stored uncompressed meanwhile."""
+    writer = Checkpointer(
+        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+    )
+    large = SEGMENT_BYTES // 2 + 1
+    await _written(writer, backend, 7, text="x" * large)
+    stored = await backend.history.fetch_all(TENANT, RUN)
+    # Two boundaries' messages pass SEGMENT_BYTES: compacted at the 2nd, 4th and 6th.
+    assert len(stored) == 3 + 1
+    assert max(len(segment) for segment in stored.values()) < SEGMENT_BYTES
 
 
 class _Handed:
