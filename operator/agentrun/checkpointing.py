@@ -17,22 +17,22 @@ frontier and the charge of the model call the boundary follows go in one commit 
 ``agentrun.boundary``); without one, each goes to its own store, the segment first, so a frontier
 never names a segment that is not there.
 
-With a ``BoundaryStore`` the chain is also compacted: every ``COMPACT_AFTER`` segments (sooner
-once they hold ``SEGMENT_BYTES`` of JSON), the commit's segment holds every message since the
-last compacted one (instead of only the new ones) and the segments it replaces are deleted in
-the same commit. A segment of a turn or two compresses poorly even against the preceding 32 KB (each zlib stream carries its own framing and Huffman
-tables, and each segment its header), and a resume pays a decompression per segment; a chain of
-compacted segments stores about what the whole transcript compressed once does, and resumes in a
-sixteenth of the decompressions. Every ``MERGE_AFTER``-th compaction merges the same way one
-level up: its segment holds everything since the last merged one, replacing the compacted
-segments in between too, so a long run resumes from a few segments of 64 boundaries each. The
-segments in between are transient, so they are not
-compressed at all (``encode_segment(transient=True)``): compressing each against 32 KB at zlib's
-level 6 was most of a boundary's CPU on SQLite, and at level 1 against 4 KB still a third of it
-on PostgreSQL. Content addressing is unchanged: a compacted (merged) segment is a segment, named
-by its digest, whose previous is the last compacted (merged) one.
-Without a ``BoundaryStore`` nothing is compacted, as deleting a segment before the frontier that
-stops naming it has landed would leave a frontier naming a segment that is gone.
+With a ``BoundaryStore`` the chain is also compacted: every ``COMPACT_AFTER`` segments (sooner once
+they hold ``SEGMENT_BYTES`` of JSON), the commit's segment holds every message since the last
+compacted one (instead of only the new ones) and the segments it replaces are deleted in the same
+commit. A segment of a turn or two compresses poorly even against the preceding 32 KB (each zlib
+stream carries its own framing and Huffman tables, and each segment its header), and a resume pays a
+decompression per segment; a chain of compacted segments stores about what the whole transcript
+compressed once does, and resumes in a sixteenth of the decompressions. Every ``MERGE_AFTER``-th
+compaction merges the same way one level up: its segment holds everything since the last merged one,
+replacing the compacted segments in between too, so a long run resumes from a few segments of 64
+boundaries each. The segments in between are transient, so they are not compressed at all
+(``encode_segment(transient=True)``): compressing each against 32 KB at zlib's level 6 was most of a
+boundary's CPU on SQLite, and at level 1 against 4 KB still a third of it on PostgreSQL. Content
+addressing is unchanged: a compacted (merged) segment is a segment, named by its digest, whose
+previous is the last compacted (merged) one. Without a ``BoundaryStore`` nothing is compacted, as
+deleting a segment before the frontier that stops naming it has landed would leave a frontier naming
+a segment that is gone.
 
 Masking and encoding are the dearest part of a write when done for the whole transcript: ~50 ms
 and ~1 ms a MiB on the development machine, where a store's loopback round trip costs a fraction
