@@ -23,7 +23,7 @@ Stored bytes after the 200-turn run are the values as the server keeps them (Pos
 (the same server's compression of it in one value, and zlib's). Masking: the in-process cost of
 a write (no server), redaction off, on, and on without the windowed search (the reference).
 Kit CPU: the in-process cost of a write as deployed (redaction on, out of line, charged,
-compacted) into a ``BoundaryStore`` that keeps nothing, over the longer run.
+compacted and merged) into a ``BoundaryStore`` that keeps nothing, over the longer run.
 
 Timings on a shared 2-core machine are noisy: compare the ratios within one run, not runs.
 """
@@ -46,12 +46,13 @@ from typing import Any, Protocol
 
 import asyncpg
 import redis.asyncio.connection as redis_connection
+from tests.support.chain_faults import RecordingBoundaries
 from tests.support.postgres_server import postgres_server
 from tests.support.redis_server import redis_server
 
 from agentrun import open_backend
 from agentrun.backend import StoreSet
-from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge
+from agentrun.boundary import BoundaryCommit, Charge
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy
 from agentrun.frontier import Boundary, encode, encode_message
 from agentrun.history import HistoryStore, SegmentForm, encode_segment
@@ -230,18 +231,6 @@ def conversation(
         yield index, after_model, tuple(messages)
 
 
-class Recording:
-    """A ``BoundaryStore`` that keeps what it is given (for ``raw_commits``) and passes it on."""
-
-    def __init__(self, inner: BoundaryStore) -> None:
-        self.inner = inner
-        self.commits: list[BoundaryCommit] = []
-
-    async def commit(self, boundary: BoundaryCommit) -> int | None:
-        self.commits.append(boundary)
-        return await self.inner.commit(boundary)
-
-
 async def write_run(
     server: str,
     backend: StoreSet,
@@ -250,7 +239,7 @@ async def write_run(
     *,
     whole: bool,
     form: SegmentForm,
-    recording: Recording | None = None,
+    recording: RecordingBoundaries | None = None,
 ) -> WriteRow:
     checkpointer = Checkpointer(
         backend.checkpoints,
@@ -468,8 +457,9 @@ class _NoSegments:
 
 async def kit_cpu(turns: int, form: SegmentForm) -> tuple[float, float]:
     """Median and mean ms of an in-process ``Checkpointer.write`` per boundary as deployed
-    (redaction on, the transcript out of line, a charge after each model call, compacted every
-    16 segments) into a ``BoundaryStore`` that keeps nothing: the kit's CPU in a boundary."""
+    (redaction on, the transcript out of line, a charge after each model call, compacted and
+    merged as the ``Checkpointer`` does) into a ``BoundaryStore`` that keeps nothing: the kit's
+    CPU in a boundary."""
     checkpointer = Checkpointer(
         _Nowhere(),
         CheckpointPolicy(segment_form=form),
@@ -543,7 +533,7 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
             stored: list[tuple[str, int, int, int, int]] = []
             for label, backend, url in found:
                 assert backend.boundaries is not None
-                recording = Recording(backend.boundaries)
+                recording = RecordingBoundaries(backend.boundaries)
                 for whole in (False, True):
                     run_id = f"{'whole' if whole else 'separate'}-{turns[0]}"
                     writes.append(
@@ -559,12 +549,12 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
                     )
                 if label == "SQLite":
                     raw: RawCommitter = RawSqlite(Path(folder) / "state.db")
-                    writes.append(await raw_commits(label, raw, recording.commits))
+                    writes.append(await raw_commits(label, raw, recording.handed))
                 elif label == "PostgreSQL":
                     pool = await create_pool(url)  # the stores' own: no reset query on release
                     try:
                         raw = RawPostgres(pool, "bytea", as_store=True)
-                        writes.append(await raw_commits(label, raw, recording.commits))
+                        writes.append(await raw_commits(label, raw, recording.handed))
                     finally:
                         await pool.close()
                 resumes.append(await resume_run(label, backend, f"whole-{turns[0]}", turns[0]))

@@ -111,8 +111,8 @@ MERGE_AFTER = 4
 merged one, replacing the compacted segments in between too (64 boundaries' messages in one
 segment, ~150 KB of JSON in the booking conversation of ``bench.peers_run``). A resume pays
 ~15 µs a segment besides the bytes (a zstd context and dictionary, the digest, the parse), and
-a larger frame compresses better: at 1,000 turns of that conversation the chain is 32 segments
-instead of 126, decompressed in 3.8 ms instead of 6.2, and stores 716 KB instead of 731 KB (a
+a larger frame compresses better: the 126 segments of 1,000 turns of that conversation regrouped
+as 32 frames decompressed in 3.8 ms instead of 6.2 and stored 716 KB instead of 731 KB (a
 one-off replay, 2026-12-01). A merge costs ~4 ms of zstd where a compaction costs ~1.3."""
 
 SEGMENT_BYTES = 256 * 1024
@@ -165,10 +165,18 @@ class _Chain:
         """Where the compaction at hand starts, the segments it replaces, and whether it ends a
         round of ``MERGE_AFTER`` (the next merge starts after it). ``since_merged`` is the
         JSON of every message after ``merged``. The round's last compaction merges (starts after
-        ``merged``), unless that is over ``SEGMENT_BYTES``; the others start after ``base``."""
+        ``merged``), unless the chain already holds over ``SEGMENT_BYTES`` since it; the others
+        start after ``base``.
+
+        The choice depends on this chain alone, not on the boundary's new messages: a commit
+        whose reply was lost may have landed, and a merge that landed deleted ``base``. The
+        writer keeps the chain it had (``Checkpointer.write``), so the next boundary compacts
+        again and must merge again, whatever it adds, never start after a ``base`` that is gone.
+        """
         if len(self.compacted) + 1 < MERGE_AFTER:
             return self.base, self.recent, False
-        if sum(len(message) for message in since_merged) <= SEGMENT_BYTES:
+        held = since_merged[: self.length - self.merged.length]
+        if sum(len(message) for message in held) <= SEGMENT_BYTES:
             return self.merged, (*self.compacted, *self.recent), True
         return self.base, self.recent, True
 

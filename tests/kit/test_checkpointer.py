@@ -6,11 +6,10 @@ from __future__ import annotations
 import gc
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pytest
 
-from agentrun.boundary import BoundaryCommit, BoundaryStore
 from agentrun.checkpointing import (
     COMPACT_AFTER,
     DEFAULT_MAX_BYTES,
@@ -53,7 +52,7 @@ from tests.kit.stores import (
     RecordingHistoryStore,
     unavailable,
 )
-from tests.support.chain_faults import LossyBoundaries
+from tests.support.chain_faults import RecordingBoundaries
 from tests.support.frontiers import APPROVAL, RUN, TENANT, conversation, frontier, pending
 
 
@@ -271,15 +270,27 @@ ROUND = COMPACT_AFTER * MERGE_AFTER
 """Boundaries from one merge to the next."""
 
 
+def _unpadded(_: int) -> str:
+    return ""
+
+
 async def _written(
-    writer: Checkpointer, backend: MemoryBackend, boundaries: int, *, text: str = ""
+    writer: Checkpointer,
+    backend: MemoryBackend,
+    boundaries: int,
+    *,
+    padding: Callable[[int], str] = _unpadded,
+    after: tuple[Message, ...] = (),
 ) -> tuple[Message, ...]:
-    """``boundaries`` writes of one new turn each (its user message padded with ``text``),
-    every frontier read back whole by a fresh reader."""
-    messages: tuple[Message, ...] = ()
-    for turn in range(boundaries):
-        messages += (Message.of("user", f"turn {turn} {text}"), *conversation(1, start=turn)[1:])
-        assert await writer.write(frontier(messages=messages, iteration=turn)), writer.last_error
+    """``boundaries`` writes of one new turn each after the ``after`` transcript (the turn's
+    user message padded with ``padding(turn)``), every frontier read back whole by a fresh
+    reader; the transcript at the end."""
+    messages = after
+    for turn in range(len(after) // 2, len(after) // 2 + boundaries):
+        asked = Message.of("user", f"turn {turn} {padding(turn)}")
+        messages += (asked, *conversation(1, start=turn)[1:])
+        receipt = await writer.write(frontier(messages=messages, iteration=turn))
+        assert receipt is not None, writer.last_error
         reader = Checkpointer(
             backend.checkpoints, history=backend.history, boundaries=backend.boundaries
         )
@@ -356,14 +367,17 @@ async def test_a_round_too_large_to_merge_compacts_and_starts_the_next_round(
 ) -> None:
     """Messages past ``SEGMENT_BYTES`` a round are not merged (one zstd call over that much
     would hold the boundary): the round's last compaction holds only what followed the
-    compaction before it, and the next round starts after it."""
+    compaction before it, and the next round starts after it, so a round of small messages
+    after it merges into one segment."""
     writer = Checkpointer(
         backend.checkpoints, history=backend.history, boundaries=backend.boundaries
     )
-    padding = "x" * (SEGMENT_BYTES // ROUND)
-    await _written(writer, backend, 2 * ROUND, text=padding)
+    padded = await _written(
+        writer, backend, ROUND, padding=lambda _: "x" * (SEGMENT_BYTES // ROUND)
+    )
+    await _written(writer, backend, ROUND, after=padded)
     stored = await backend.history.fetch_all(TENANT, RUN)
-    assert len(stored) == 2 * MERGE_AFTER
+    assert len(stored) == MERGE_AFTER + 1  # the first round's compactions, the second merged
     assert len(_previous_handles(stored)) == len(stored)
 
 
@@ -380,7 +394,7 @@ async def test_a_failed_commit_leaves_a_chain_that_resolves(
     after must still resolve whole (never name a segment that was not stored, or that a commit
     dropped)."""
     assert backend.boundaries is not None
-    flaky = LossyBoundaries(backend.boundaries, {failing: "after" if landed else "before"})
+    flaky = RecordingBoundaries(backend.boundaries, {failing: "after" if landed else "before"})
     writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=flaky)
     messages: tuple[Message, ...] = ()
     for turn in range(failing + COMPACT_AFTER + 2):
@@ -405,22 +419,27 @@ async def test_transient_segments_holding_segment_bytes_are_compacted_early(
         backend.checkpoints, history=backend.history, boundaries=backend.boundaries
     )
     large = SEGMENT_BYTES // 2 + 1
-    await _written(writer, backend, 7, text="x" * large)
+    await _written(writer, backend, 7, padding=lambda _: "x" * large)
     stored = await backend.history.fetch_all(TENANT, RUN)
     # Two boundaries' messages pass SEGMENT_BYTES: compacted at the 2nd, 4th and 6th.
     assert len(stored) == 3 + 1
-    assert max(len(segment) for segment in stored.values()) < SEGMENT_BYTES
+    assert sum(len(segment) for segment in stored.values()) < SEGMENT_BYTES
 
 
-class _Handed:
-    """A boundary store that keeps every commit it is given and passes it on."""
-
-    def __init__(self, inner: BoundaryStore) -> None:
-        self.inner, self.commits = inner, list[BoundaryCommit]()
-
-    async def commit(self, boundary: BoundaryCommit) -> int | None:
-        self.commits.append(boundary)
-        return await self.inner.commit(boundary)
+async def test_a_merge_whose_reply_was_lost_is_merged_again_whatever_follows(
+    backend: MemoryBackend,
+) -> None:
+    """A merge that landed deleted the last compacted segment; its reply lost, the writer keeps
+    the chain it had and compacts again at the next boundary. Even when that boundary brings
+    more than ``SEGMENT_BYTES``, it merges again (as the lost one did) rather than start after
+    the compacted segment that is gone: every frontier after it still resolves."""
+    assert backend.boundaries is not None
+    lossy = RecordingBoundaries(backend.boundaries, {ROUND: "after"})
+    writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=lossy)
+    small = await _written(writer, backend, ROUND - 1)
+    lost = small + conversation(1, start=ROUND)
+    assert await writer.write(frontier(messages=lost, iteration=ROUND)) is None  # it landed
+    await _written(writer, backend, 3, padding=lambda _: "x" * SEGMENT_BYTES, after=lost)
 
 
 async def test_the_checkpointer_hands_the_store_the_segment_handle_it_names(
@@ -430,14 +449,14 @@ async def test_the_checkpointer_hands_the_store_the_segment_handle_it_names(
     at every commit, transient and compacted, it is the segment's digest and what the frontier
     committed with it names."""
     assert backend.boundaries is not None
-    handed = _Handed(backend.boundaries)
+    handed = RecordingBoundaries(backend.boundaries)
     writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=handed)
     messages: tuple[Message, ...] = ()
     for turn in range(COMPACT_AFTER + 2):
         messages += conversation(1, start=turn)
         assert await writer.write(frontier(messages=messages, iteration=turn))
-    assert len(handed.commits) == COMPACT_AFTER + 2
-    for commit in handed.commits:
+    assert handed.commits == COMPACT_AFTER + 2
+    for commit in handed.handed:
         assert commit.segment is not None
         assert commit.handle == handle_for(commit.segment)
         assert commit.handle == decode(commit.frontier).history_handle

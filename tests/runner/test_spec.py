@@ -17,7 +17,7 @@ from agentrun.runner.secrets import (
     environment_variable,
 )
 from agentrun.runner.spec import AgentSpec, HttpToolSpec, McpServerSpec, ModelSpec
-from agentrun.runner.tools import Tool, ToolArgumentsError
+from agentrun.runner.tools import SignatureArguments, Tool, ToolArgumentsError
 
 SECRET: dict[str, JsonValue] = {"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
 PRICE: dict[str, JsonValue] = {"inputMicrosPerMillion": 0, "outputMicrosPerMillion": 0}
@@ -164,7 +164,9 @@ async def test_environment_secrets_are_read_from_a_variable_named_for_the_refere
     assert await EnvironmentSecrets().resolve(ref) == "v"
 
 
-def test_a_tool_schema_is_built_once_and_each_caller_gets_its_own_copy() -> None:
+def test_a_tool_schema_is_built_once_and_each_caller_gets_its_own_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A signature's schema is built once (pydantic builds it anew per call, and a run shows
     the model its tools at every turn); changing the copy one caller got changes nothing for
     the next."""
@@ -172,7 +174,14 @@ def test_a_tool_schema_is_built_once_and_each_caller_gets_its_own_copy() -> None
     async def book(flight: str, seats: int = 1) -> str:
         return flight
 
+    fresh = Tool(name="book", fn=book).schema()
     booking = Tool(name="book", fn=book)
+    assert isinstance(booking.arguments, SignatureArguments)
+
+    def built_again() -> object:
+        pytest.fail("the schema was built again")
+
+    monkeypatch.setattr(booking.arguments.model, "model_json_schema", built_again)
     shown = booking.schema()
     parameters = shown["parameters"]
     assert isinstance(parameters, dict)
@@ -180,5 +189,5 @@ def test_a_tool_schema_is_built_once_and_each_caller_gets_its_own_copy() -> None
     assert "title" not in parameters
     parameters["required"] = ["seats"]
     shown["name"] = "changed"
-    assert booking.schema() == Tool(name="book", fn=book).schema()
+    assert booking.schema() == fresh
     assert booking.schema()["parameters"] == {**parameters, "required": ["flight"]}

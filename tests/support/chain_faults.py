@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Mapping
 
 import pytest
 
@@ -31,24 +32,33 @@ BOUNDARIES = 2 * ROUND + COMPACT_AFTER + 5
 FAULTS = 12
 
 
-class LossyBoundaries:
-    """A ``BoundaryStore`` whose commits fail where ``schedule`` says (by the commit's number,
-    from 1): ``before`` it reaches the store, or ``after`` the store committed it, the reply
-    lost on the way back. Either way the ``Checkpointer`` hears an error."""
+class RecordingBoundaries:
+    """A ``BoundaryStore`` that keeps every commit it is handed (``handed``) and passes it on,
+    failing those ``faults`` names (by the commit's number, from 1): ``before`` it reaches the
+    store, or ``after`` the store committed it, the reply lost on the way back. Either way the
+    ``Checkpointer`` hears an error."""
 
-    def __init__(self, inner: BoundaryStore, schedule: dict[int, str]) -> None:
-        self.inner, self.schedule, self.commits = inner, schedule, 0
+    def __init__(self, inner: BoundaryStore, faults: Mapping[int, str] | None = None) -> None:
+        self.inner, self.faults = inner, dict(faults or {})
+        self.handed: list[BoundaryCommit] = []
+
+    @property
+    def commits(self) -> int:
+        return len(self.handed)
 
     async def commit(self, boundary: BoundaryCommit) -> int | None:
-        self.commits += 1
-        fault = self.schedule.get(self.commits)
-        lost = StoreUnavailableError("store", "commit a boundary", TimeoutError("no reply"))
+        self.handed.append(boundary)
+        fault = self.faults.get(self.commits)
         if fault == "before":
-            raise lost
+            raise _lost()
         spent = await self.inner.commit(boundary)
         if fault == "after":
-            raise lost
+            raise _lost()
         return spent
+
+
+def _lost() -> StoreUnavailableError:
+    return StoreUnavailableError("store", "commit a boundary", TimeoutError("no reply"))
 
 
 class ChainFaultsConformance:
@@ -70,7 +80,7 @@ class ChainFaultsConformance:
             commit: draw.choice(("before", "after"))
             for commit in draw.sample(range(1, BOUNDARIES + 1), FAULTS)
         }
-        lossy = LossyBoundaries(backend.boundaries, schedule)
+        lossy = RecordingBoundaries(backend.boundaries, schedule)
 
         def worker() -> Checkpointer:
             return Checkpointer(backend.checkpoints, history=backend.history, boundaries=lossy)
@@ -103,3 +113,7 @@ class ChainFaultsConformance:
         # or a takeover may leave segments no later compaction of this writer drops.
         kept = 2 + MERGE_AFTER + COMPACT_AFTER + FAULTS + COMPACT_AFTER * len(takeovers)
         assert len(stored) <= kept, (len(stored), kept)
+        # At least one merge was committed between the takeovers: a compaction drops the 15
+        # transient segments before it, a merge the compacted ones too.
+        merge = (MERGE_AFTER - 1) + (COMPACT_AFTER - 1)
+        assert merge in {len(commit.dropped) for commit in lossy.handed}

@@ -25,9 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.ports import free_port
+from tests.support.ports import LOOPBACK, free_port
 
-LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 20.0
 INSTALL_HINT = "install Debian's redis-server (`make deps` or `bash hack/install-deps.sh` does)"
 

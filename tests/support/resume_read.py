@@ -14,6 +14,7 @@ from agentrun import Backend
 from agentrun.backend import StoreSet
 from agentrun.checkpointing import Checkpointer
 from agentrun.frontier import Checkpoint
+from agentrun.idempotency import ListedRecord
 from agentrun.messages import Message
 from agentrun.resume import ToolDisposition, plan_resume, read_and_plan
 from tests.support.frontiers import RUN, frontier, pending
@@ -48,14 +49,26 @@ class ResumeReadConformance:
         """A tenant of the test's own: one server serves the whole session."""
         return f"tenant-{uuid.uuid4().hex[:12]}"
 
-    async def test_one_read_decides_as_two(self, backend: Backend, tenant: str) -> None:
+    async def test_one_read_decides_as_two(
+        self, backend: Backend, tenant: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         assert isinstance(backend, StoreSet)
         await _written(backend, tenant)
         fresh = Checkpointer(
             backend.checkpoints, history=backend.history, boundaries=backend.boundaries
         )
+        listed: list[str] = []
+        listing = backend.idempotency.records
+
+        async def records(tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
+            listed.append(run_id)
+            return await listing(tenant, run_id)
+
+        monkeypatch.setattr(backend.idempotency, "records", records)
         checkpoint, messages, plan = await read_and_plan(fresh, backend.idempotency, tenant, RUN)
+        assert not listed  # the records came with the frontier, in its one read
         apart = await plan_resume(checkpoint, backend.idempotency, messages)
+        assert listed == [RUN]
         assert plan == apart
         assert [d.disposition for d in plan.decisions] == [
             ToolDisposition.COMPLETED,
