@@ -421,8 +421,9 @@ class Checkpointer:
             head=handle,
             length=len(checkpoint.messages),
             context=chain.context if transient else (chain.context + body)[-CONTEXT_BYTES:],
-            recent=(*chain.recent, handle),
-            recent_bytes=chain.recent_bytes + fresh_bytes,
+            # Only what a compaction will replace: without a BoundaryStore there is none.
+            recent=(*chain.recent, handle) if transient else (),
+            recent_bytes=chain.recent_bytes + fresh_bytes if transient else 0,
         )
         if self.boundaries is not None:
             return grown, (grown, segment, ())

@@ -53,6 +53,7 @@ import zstandard
 from pydantic import Field, TypeAdapter, ValidationError
 
 from agentrun._base import FrozenModel
+from agentrun.boundary import BoundaryCommit
 from agentrun.errors import HistoryUnavailableError
 from agentrun.frontier import encode_message
 from agentrun.messages import Message
@@ -130,6 +131,14 @@ class Segment(FrozenModel):
 
 def handle_for(segment: bytes) -> str:
     return HANDLE_PREFIX + hashlib.sha256(segment).hexdigest()
+
+
+def committed_handle(boundary: BoundaryCommit) -> str | None:
+    """The handle a ``BoundaryStore`` keys the commit's segment by: the one the writer gave
+    (``BoundaryCommit.handle``), else the segment's digest; None without a segment."""
+    if boundary.segment is None:
+        return None
+    return boundary.handle or handle_for(boundary.segment)
 
 
 def verified(run_id: str, handle: str, segment: bytes | None) -> bytes:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 import asyncpg
 
 from agentrun.boundary import BoundaryCommit
-from agentrun.history import handle_for
+from agentrun.history import committed_handle
 from agentrun.idempotency import IdempotencyStore, ListedRecord
 from agentrun.identifiers import check_key, check_run
 from agentrun.stores.postgres._shared import FENCE_CTE, PostgresStore, admit
@@ -129,7 +129,7 @@ class PostgresBoundaryStore(PostgresStore):
         segment, dropped = boundary.segment, boundary.dropped
         arguments: list[object] = [tenant, run_id, fence, boundary.frontier]
         if segment is not None:
-            arguments += [boundary.handle or handle_for(segment), bytes(segment)]
+            arguments += [committed_handle(boundary), bytes(segment)]
         if charge is not None:
             arguments += [charge.charge_id, charge.micros]
         if dropped:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from agentrun.boundary import BoundaryCommit
-from agentrun.history import handle_for
+from agentrun.history import committed_handle
 from agentrun.idempotency import IdempotencyStore, ListedRecord
 from agentrun.identifiers import check_key
 from agentrun.stores.redis._shared import Reply, as_bytes, lua, text
@@ -79,7 +79,7 @@ class RedisBoundaryStore(RedisCheckpointStore):
                 COMMIT,
                 [run.history, run.charges, run.spent],
                 [
-                    "" if segment is None else boundary.handle or handle_for(segment),
+                    committed_handle(boundary) or "",
                     b"" if segment is None else segment,
                     "" if charge is None else charge.charge_id,
                     0 if charge is None else charge.micros,

@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Mapping
 
 from agentrun.boundary import BoundaryCommit
+from agentrun.history import committed_handle
 from agentrun.idempotency import IdempotencyStore, ListedRecord
 from agentrun.identifiers import check_key, check_run
 from agentrun.stores.sqlite._database import Database, admit, first
@@ -35,10 +36,12 @@ class SqliteBoundaryStore:
         if charge is not None:
             check_key("charge id", charge.charge_id)
 
+        handle = committed_handle(boundary)
+
         def work(connection: sqlite3.Connection) -> int | None:
             admit(connection, tenant, run_id, fence, "boundary commit")
-            if boundary.segment is not None:
-                store_segment(connection, tenant, run_id, boundary.segment, boundary.handle)
+            if boundary.segment is not None and handle is not None:
+                store_segment(connection, tenant, run_id, boundary.segment, handle)
             connection.executemany(
                 "DELETE FROM agentrun_history WHERE tenant = ? AND run_id = ? AND handle = ?",
                 [(tenant, run_id, handle) for handle in boundary.dropped],

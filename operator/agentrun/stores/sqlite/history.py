@@ -11,21 +11,15 @@ from agentrun.stores.sqlite._database import Database, admit, first
 
 
 def store_segment(
-    connection: sqlite3.Connection,
-    tenant: str,
-    run_id: str,
-    segment: bytes,
-    handle: str | None = None,
-) -> str:
-    """Insert the segment under its handle (``handle_for`` of it unless given; a second time is
-    a no-op), in a transaction that has admitted the writer's fence; return the handle."""
-    handle = handle or handle_for(segment)
+    connection: sqlite3.Connection, tenant: str, run_id: str, segment: bytes, handle: str
+) -> None:
+    """Insert the segment under its handle (a second time is a no-op), in a transaction that
+    has admitted the writer's fence."""
     connection.execute(
         "INSERT INTO agentrun_history (tenant, run_id, handle, segment) "
         "VALUES (?, ?, ?, ?) ON CONFLICT (tenant, run_id, handle) DO NOTHING",
         (tenant, run_id, handle, bytes(segment)),
     )
-    return handle
 
 
 class SqliteHistoryStore:
@@ -37,7 +31,9 @@ class SqliteHistoryStore:
 
         def work(connection: sqlite3.Connection) -> str:
             admit(connection, tenant, run_id, fence, "history write")
-            return store_segment(connection, tenant, run_id, segment)
+            handle = handle_for(segment)
+            store_segment(connection, tenant, run_id, segment, handle)
+            return handle
 
         return await self._database.write(f"write a transcript segment of run {run_id!r}", work)
 
