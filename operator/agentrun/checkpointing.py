@@ -26,7 +26,8 @@ decompression per segment; a chain of compacted segments stores about what the w
 compressed once does, and resumes in a sixteenth of the decompressions. Every ``MERGE_AFTER``-th
 compaction merges the same way one level up: its segment holds everything since the last merged one,
 replacing the compacted segments in between too, so a long run resumes from a few segments of 64
-boundaries each. The segments in between are transient, so they are not compressed at all
+boundaries each. The segments in between are transient (a writer that takes a run up compacts
+those a former writer left with its own), so they are not compressed at all
 (``encode_segment(transient=True)``): compressing each against 32 KB at zlib's level 6 was most of a
 boundary's CPU on SQLite, and at level 1 against 4 KB still a third of it on PostgreSQL. Content
 addressing is unchanged: a compacted (merged) segment is a segment, named by its digest, whose
@@ -46,7 +47,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from pydantic import Field
@@ -63,11 +64,13 @@ from agentrun.errors import (
 from agentrun.frontier import Boundary, Checkpoint, decode, encode_message, encode_spliced
 from agentrun.history import (
     CONTEXT_BYTES,
+    ChainPoint,
+    ChainRead,
     HistoryStore,
     SegmentForm,
     encode_segment,
     handle_for,
-    load_chain,
+    read_chain,
 )
 from agentrun.messages import Message
 from agentrun.redaction import Masker, Redactor
@@ -125,30 +128,20 @@ have held one boundary for ~90 ms, and stored 3 MB uncompressed meanwhile."""
 
 
 @dataclass(frozen=True)
-class _Base:
-    """A segment a compaction starts after: its handle (None: the chain's start), how many
-    messages the chain holds up to it, and the last ``CONTEXT_BYTES`` of their JSON."""
-
-    handle: str | None = None
-    length: int = 0
-    context: bytes = b""
-
-
-@dataclass(frozen=True)
 class _Chain:
     head: str
     length: int
     context: bytes = b""
     """The JSON of the chain's last segments, for the next one to be compressed against; not
     kept up while the segments are transient, which are compressed against nothing."""
-    base: _Base = _Base()
+    base: ChainPoint = field(default_factory=ChainPoint)
     """The segment the ``recent`` ones follow: the last compacted one, or where the chain was
     when this worker took it up."""
     recent: tuple[str, ...] = ()
     """The segments written after ``base``, oldest first: what the next compaction replaces."""
     recent_bytes: int = 0
     """The JSON of the messages in ``recent``, in bytes."""
-    merged: _Base = _Base()
+    merged: ChainPoint = field(default_factory=ChainPoint)
     """The segment the ``compacted`` ones follow: the last merged one, or where the chain was
     when this worker took it up."""
     compacted: tuple[str, ...] = ()
@@ -156,12 +149,31 @@ class _Chain:
     with ``recent``."""
 
     @classmethod
-    def taken_up(cls, head: str, length: int, context: bytes) -> _Chain:
-        """A chain as read back, or just merged: compaction starts after its head."""
-        start = _Base(head, length, context)
+    def compacted_at(cls, head: str, length: int, context: bytes) -> _Chain:
+        """A chain whose head was just compacted: the next compaction, and merge, start after
+        it."""
+        start = ChainPoint(head, length, context)
         return cls(head, length, context, start, (), 0, start, ())
 
-    def compaction(self, since_merged: Sequence[bytes]) -> tuple[_Base, tuple[str, ...], bool]:
+    @classmethod
+    def taken_up(cls, head: str, read: ChainRead, *, compacting: bool) -> _Chain:
+        """A chain as read back. A ``compacting`` writer starts after its last compressed
+        segment, so that the next compaction replaces the segments a former writer left stored
+        as they are too; without a ``BoundaryStore`` nothing is compacted."""
+        start = read.settled if compacting else ChainPoint(head, len(read.messages), read.context)
+        recent = read.unsettled if compacting else ()
+        return cls(
+            head,
+            len(read.messages),
+            read.context,
+            start,
+            recent,
+            read.unsettled_bytes if recent else 0,
+            start,
+            (),
+        )
+
+    def compaction(self, since_merged: Sequence[bytes]) -> tuple[ChainPoint, tuple[str, ...], bool]:
         """Where the compaction at hand starts, the segments it replaces, and whether it ends a
         round of ``MERGE_AFTER`` (the next merge starts after it). ``since_merged`` is the
         JSON of every message after ``merged``. The round's last compaction merges (starts after
@@ -403,7 +415,7 @@ class Checkpointer:
             )
             context = (start.context + body)[-CONTEXT_BYTES:]
             handle = handle_for(segment)
-            grown = _Chain.taken_up(handle, len(checkpoint.messages), context)
+            grown = _Chain.compacted_at(handle, len(checkpoint.messages), context)
             if not ends_round:
                 grown = replace(grown, merged=chain.merged, compacted=(*chain.compacted, handle))
             return grown, (grown, segment, replaced)
@@ -485,9 +497,10 @@ class Checkpointer:
                 checkpoint.history_handle,
                 "no history store is configured on this worker",
             )
-        messages, context = await load_chain(
+        read = await read_chain(
             history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle, listed
         )
+        messages = read.messages
         if len(messages) != checkpoint.history_length:
             raise HistoryUnavailableError(
                 checkpoint.run_id,
@@ -496,7 +509,7 @@ class Checkpointer:
                 f"{checkpoint.history_length}",
             )
         self._chains[(checkpoint.tenant, checkpoint.run_id)] = _Chain.taken_up(
-            checkpoint.history_handle, len(messages), context
+            checkpoint.history_handle, read, compacting=self.boundaries is not None
         )
         return messages
 

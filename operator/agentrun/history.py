@@ -401,6 +401,36 @@ def _inflated(run_id: str, handle: str, stored: bytes, header: _Header, context:
     return body
 
 
+@dataclass(frozen=True)
+class ChainPoint:
+    """A point of a chain a writer compacts after: the segment's handle (None: the chain's
+    start), how many messages the chain holds up to it, and the last ``CONTEXT_BYTES`` of their
+    JSON."""
+
+    handle: str | None = None
+    length: int = 0
+    context: bytes = b""
+
+
+@dataclass(frozen=True)
+class ChainRead:
+    """A chain read back: its messages, oldest first, the context the next segment is compressed
+    against (see ``encode_segment``), and where a writer that takes it up compacts from."""
+
+    messages: tuple[Message, ...]
+    context: bytes
+    settled: ChainPoint
+    """The last segment compressed against a dictionary, or a zstd frame; else the chain's
+    start."""
+    unsettled: tuple[str, ...] = ()
+    """The segments after ``settled``, oldest first, compressed against no dictionary: the
+    transient ones (stored as they are) a former writer had not compacted yet, and, in the
+    ``DEFLATE`` and ``ZLIB_JSON`` forms, a chain's first compacted segment, which has no
+    dictionary either (compacting it again costs only CPU)."""
+    unsettled_bytes: int = 0
+    """Their messages' JSON, in bytes."""
+
+
 async def load_chain(
     store: HistoryStore,
     tenant: str,
@@ -409,9 +439,20 @@ async def load_chain(
     listed: Mapping[str, bytes] | None = None,
 ) -> tuple[tuple[Message, ...], bytes]:
     """Every message of the chain ending at ``handle``, oldest first, and the context the next
-    segment is compressed against (see ``encode_segment``): from ``listed`` (the run's segments
-    as stored, already read), else in one round trip from a ``SegmentLister``, else one
-    ``fetch`` per segment."""
+    segment is compressed against (see ``read_chain``)."""
+    read = await read_chain(store, tenant, run_id, handle, listed)
+    return read.messages, read.context
+
+
+async def read_chain(
+    store: HistoryStore,
+    tenant: str,
+    run_id: str,
+    handle: str,
+    listed: Mapping[str, bytes] | None = None,
+) -> ChainRead:
+    """The chain ending at ``handle``: from ``listed`` (the run's segments as stored, already
+    read), else in one round trip from a ``SegmentLister``, else one ``fetch`` per segment."""
     if listed is None and isinstance(store, SegmentLister):
         listed = await store.fetch_all(tenant, run_id)
     chain: list[_Link] = []
@@ -432,11 +473,14 @@ async def load_chain(
         return _decoded(run_id, chain)
 
 
-def _decoded(run_id: str, chain: Sequence[_Link]) -> tuple[tuple[Message, ...], bytes]:
-    """The messages of ``chain`` (newest segment first, each verified and linked to the next by
-    its ``previous``), oldest first, and the context after it."""
+def _decoded(run_id: str, chain: Sequence[_Link]) -> ChainRead:
+    """``chain`` (newest segment first, each verified and linked to the next by its
+    ``previous``) read back."""
     messages: list[Message] = []
     context = b""
+    settled = ChainPoint()
+    unsettled: list[str] = []
+    unsettled_bytes = 0
     for link in reversed(chain):
         segment_messages, body = _decoded_link(run_id, link, context)
         messages.extend(segment_messages)
@@ -445,7 +489,14 @@ def _decoded(run_id: str, chain: Sequence[_Link]) -> tuple[tuple[Message, ...], 
             if len(body) >= CONTEXT_BYTES
             else (context[len(body) - CONTEXT_BYTES :] + body)
         )
-    return tuple(messages), context
+        header = link.header
+        if header is not None and header.form is not SegmentForm.ZSTD and not header.dictionary:
+            unsettled.append(link.handle)
+            unsettled_bytes += len(body)
+        else:
+            settled = ChainPoint(link.handle, len(messages), context)
+            unsettled, unsettled_bytes = [], 0
+    return ChainRead(tuple(messages), context, settled, tuple(unsettled), unsettled_bytes)
 
 
 @contextmanager

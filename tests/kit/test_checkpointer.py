@@ -341,6 +341,26 @@ async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
     )
 
 
+async def test_a_writer_that_takes_a_run_up_compacts_what_the_former_one_left_uncompressed(
+    backend: MemoryBackend,
+) -> None:
+    """Transient segments are stored as they are until a compaction replaces them. A worker that
+    takes the run up (a takeover, or a resume after an approval) counts those a former writer
+    left as its own: its first compaction replaces them too, rather than keeping them for good
+    beside a chain that starts again after them."""
+    former = Checkpointer(
+        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+    )
+    left = await _written(former, backend, COMPACT_AFTER + 4)  # one compaction, four after it
+    assert len(await backend.history.fetch_all(TENANT, RUN)) == 1 + 4
+    taker = Checkpointer(
+        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+    )
+    assert await taker.resumable(TENANT, RUN) is not None
+    await _written(taker, backend, COMPACT_AFTER - 4, after=left)
+    assert len(await backend.history.fetch_all(TENANT, RUN)) == 2  # the two compacted ones
+
+
 def _previous_handles(stored: Mapping[str, bytes]) -> set[str | None]:
     return {previous_of(RUN, handle, segment) for handle, segment in stored.items()}
 
