@@ -135,15 +135,15 @@ class _Chain:
     """The JSON of the chain's last segments, for the next one to be compressed against; not
     kept up while the segments are transient, which are compressed against nothing."""
     base: ChainPoint = field(default_factory=ChainPoint)
-    """The segment the ``recent`` ones follow: the last compacted one, or where the chain was
-    when this worker took it up."""
+    """The segment the ``recent`` ones follow: the last compacted one, or, when this worker
+    took the chain up, its last compressed segment (``ChainRead.settled``)."""
     recent: tuple[str, ...] = ()
     """The segments written after ``base``, oldest first: what the next compaction replaces."""
     recent_bytes: int = 0
     """The JSON of the messages in ``recent``, in bytes."""
     merged: ChainPoint = field(default_factory=ChainPoint)
-    """The segment the ``compacted`` ones follow: the last merged one, or where the chain was
-    when this worker took it up."""
+    """The segment the ``compacted`` ones follow: the last merged one, or ``base`` as this
+    worker took the chain up."""
     compacted: tuple[str, ...] = ()
     """The compacted segments after ``merged``, oldest first: what the next merge replaces
     with ``recent``."""
