@@ -60,7 +60,6 @@ from agentrun.messages import Message
 from agentrun.redaction import Masker, Redactor, Rule
 from agentrun.resume import read_and_plan
 from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
-from agentrun.stores.postgres._shared import create_pool
 from agentrun.stores.sqlite._database import Database
 from bench.checkpoint_write import (
     FENCE,
@@ -301,9 +300,9 @@ async def raw_commits(
 ) -> WriteRow:
     """The same boundaries' bytes (segment and frontier) each in one transaction without the
     kit: on SQLite one ``BEGIN IMMEDIATE`` on a bare ``sqlite3`` connection with the store's
-    pragmas, in the same file; on PostgreSQL one upsert statement of both rows on an asyncpg
-    pool like the store's, into a ``bytea`` table compressed as the store's. What one durable
-    commit costs here, the floor of a boundary."""
+    pragmas, in the same file; on PostgreSQL one upsert statement of both rows on one asyncpg
+    connection held throughout (as the stores keep one between calls), into a ``bytea`` table
+    compressed as the store's. What one durable commit costs here, the floor of a boundary."""
     times: list[float] = []
     try:
         for index, boundary in enumerate(commits):
@@ -551,12 +550,12 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
                     raw: RawCommitter = RawSqlite(Path(folder) / "state.db")
                     writes.append(await raw_commits(label, raw, recording.handed))
                 elif label == "PostgreSQL":
-                    pool = await create_pool(url)  # the stores' own: no reset query on release
+                    held = await asyncpg.connect(url)
                     try:
-                        raw = RawPostgres(pool, "bytea", as_store=True)
+                        raw = RawPostgres(held, "bytea", as_store=True)
                         writes.append(await raw_commits(label, raw, recording.handed))
                     finally:
-                        await pool.close()
+                        await held.close()
                 resumes.append(await resume_run(label, backend, f"whole-{turns[0]}", turns[0]))
                 stored.append(
                     (label, *await stored_bytes(label, backend, url, f"whole-{turns[0]}", form))
@@ -590,8 +589,9 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
         "a boundary\n on a bare sqlite3 connection, WAL, synchronous=FULL: the fsync floor)"
     )
     print(
-        "(PostgreSQL raw commit: the same bytes, one upsert statement a boundary on an asyncpg "
-        f"pool,\n bytea compressed as the store's; {fsync_note}: the commit floor)"
+        "(PostgreSQL raw commit: the same bytes, one upsert statement a boundary on one asyncpg "
+        f"connection\n held throughout, bytea compressed as the store's; {fsync_note}: the commit "
+        "floor)"
     )
     print("\nResume: frontier + whole transcript + the run's records (read_and_plan)")
     print(

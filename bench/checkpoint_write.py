@@ -315,10 +315,13 @@ class RawPostgres:
     """A single-statement upsert into a plain ``(key text PRIMARY KEY, value ...)`` table: ``bytea``
     or ``jsonb`` with PostgreSQL's defaults, or (``as_store``) ``bytea``, as the store's
     checkpoint column is, with the compression that column has in this database (the published
-    DDL sets it)."""
+    DDL sets it). On one connection held throughout, as the stores keep theirs between calls
+    (``open_backend``'s lane): the floor, no pool's acquire and release a write."""
 
-    def __init__(self, pool: asyncpg.Pool, column: str, *, as_store: bool = False) -> None:
-        self._pool = pool
+    def __init__(
+        self, connection: asyncpg.Connection, column: str, *, as_store: bool = False
+    ) -> None:
+        self._connection = connection
         self._as_store = as_store
         self._jsonb = column == "jsonb"
         self._table = f"bench_raw_{column}{'_as_store' if as_store else ''}"
@@ -333,12 +336,12 @@ class RawPostgres:
 
     async def _create(self) -> None:
         column = "jsonb" if self._jsonb else "bytea"
-        await self._pool.execute(
+        await self._connection.execute(
             f"CREATE TABLE IF NOT EXISTS {self._table} "
             f"(key text PRIMARY KEY, value {column} NOT NULL)"
         )
         if self._as_store:
-            method = await self._pool.fetchval(
+            method = await self._connection.fetchval(
                 "SELECT attcompression::text FROM pg_attribute "
                 "WHERE attrelid = 'adk_checkpoints'::regclass AND attname = 'payload'"
             )
@@ -346,7 +349,7 @@ class RawPostgres:
             if method not in names:
                 raise RuntimeError(f"adk_checkpoints.payload has compression {method!r}")
             if names[method] is not None:
-                await self._pool.execute(
+                await self._connection.execute(
                     f"ALTER TABLE {self._table} ALTER COLUMN value SET COMPRESSION {names[method]}"
                 )
         self._created = True
@@ -354,7 +357,7 @@ class RawPostgres:
     async def write(self, key: str, value: bytes) -> None:
         if not self._created:
             await self._create()
-        await self._pool.execute(self._upsert, key, value.decode() if self._jsonb else value)
+        await self._connection.execute(self._upsert, key, value.decode() if self._jsonb else value)
 
     async def commit(self, rows: Sequence[tuple[str, bytes]]) -> None:
         """Every row upserted by one statement (``bytea`` only), so in one commit: one WAL flush
@@ -363,7 +366,7 @@ class RawPostgres:
             raise ValueError("RawPostgres.commit writes bytea: build it with column='bytea'")
         if not self._created:
             await self._create()
-        await self._pool.execute(
+        await self._connection.execute(
             f"INSERT INTO {self._table} (key, value) "
             "SELECT * FROM unnest($1::text[], $2::bytea[]) "
             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -634,14 +637,14 @@ async def targets(folder: Path, names: Sequence[str]) -> AsyncIterator[list[Targ
                     url = _postgres_url(servers.enter_context(postgres_server()))
                     backend = await open_backend(url)
                     opened.push_async_callback(backend.close)
-                    pool = await asyncpg.create_pool(url, min_size=1, max_size=2)
-                    opened.push_async_callback(pool.close)
+                    held = await asyncpg.connect(url)
+                    opened.push_async_callback(held.close)
                     found.append(
                         Target(
                             "PostgreSQL",
                             backend,
-                            RawPostgres(pool, "bytea", as_store=True),
-                            (RawPostgres(pool, "bytea"), RawPostgres(pool, "jsonb")),
+                            RawPostgres(held, "bytea", as_store=True),
+                            (RawPostgres(held, "bytea"), RawPostgres(held, "jsonb")),
                         )
                     )
             yield found

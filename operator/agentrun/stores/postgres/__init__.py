@@ -2,9 +2,11 @@
 
 ``open_backend("postgresql://user@host:port/db")`` builds a small pool, runs ``verify`` (the
 schema must already be applied, at the version this kit needs; nothing here creates a table) and
-returns the five stores sharing that pool. To share a pool the application already has, build
-the stores from it directly: each takes the pool, and optional ``PostgresTables`` for
-deployments that rename the tables (``schema_sql(tables)`` is the DDL under those names).
+returns the five stores sharing that pool, which keep one of its connections between calls
+(``_lane``: a run's calls come one after another) until the backend is closed. To share a pool
+the application already has, build the stores from it directly: each takes the pool, and
+optional ``PostgresTables`` for deployments that rename the tables (``schema_sql(tables)`` is
+the DDL under those names).
 
 Clocks are the database's: every expiry is ``clock_timestamp()`` on the server, never the
 caller's time. Every fenced write checks and raises the run's shared fence row in the same
@@ -14,6 +16,7 @@ statement (the ledger: the same transaction) as the write itself.
 from __future__ import annotations
 
 from agentrun.backend import StoreSet
+from agentrun.stores.postgres._lane import open_lane
 from agentrun.stores.postgres._shared import (
     PostgresRefusedError,
     PostgresTables,
@@ -51,13 +54,20 @@ __all__ = [
 
 
 async def open_backend(url: str, *, tables: PostgresTables | None = None) -> StoreSet:
-    """The five stores on a new pool for ``url``, after ``verify`` accepted the schema."""
+    """The five stores on a new pool for ``url``, after ``verify`` accepted the schema; closing
+    the backend hands the kept connection back, then closes the pool."""
     pool = await create_pool(url)
     try:
         await verify(pool, tables)
     except BaseException:
         await pool.close()
         raise
+    lane = open_lane(pool)
+
+    async def close() -> None:
+        await lane.close()
+        await pool.close()
+
     return StoreSet(
         checkpoints=PostgresCheckpointStore(pool, tables=tables),
         leases=PostgresLeaseStore(pool, tables=tables),
@@ -65,6 +75,6 @@ async def open_backend(url: str, *, tables: PostgresTables | None = None) -> Sto
         history=PostgresHistoryStore(pool, tables=tables),
         ledger=PostgresLedger(pool, tables=tables),
         url=redacted(url),
-        closer=pool.close,
+        closer=close,
         boundaries=PostgresBoundaryStore(pool, tables=tables),
     )

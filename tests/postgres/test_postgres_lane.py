@@ -1,0 +1,208 @@
+"""The connection ``open_backend``'s stores keep between calls (``_lane``): kept while calls come
+one after another, handed back to the pool whenever a call on it fails, is cancelled, finds it
+closed, or the backend closes, and never kept for a pool the application owns."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import asyncpg
+import pytest
+
+from agentrun.errors import StoreUnavailableError
+from agentrun.stores.postgres import PostgresCheckpointStore, PostgresRefusedError, open_backend
+from agentrun.stores.postgres._lane import Lane, _closed, lane_of, open_lane
+from agentrun.stores.postgres._shared import Database, create_pool
+
+
+def _database(store: PostgresCheckpointStore) -> Database:
+    return store._db
+
+
+async def _pid(database: Database) -> int:
+    row = await database.fetchrow("read the backend pid", "SELECT pg_backend_pid() AS p")
+    return int(row["p"])
+
+
+async def _connections(url: str, application_name: str) -> int:
+    connection = await asyncpg.connect(url)
+    try:
+        return int(
+            await connection.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                application_name,
+            )
+        )
+    finally:
+        await connection.close()
+
+
+def _named(url: str) -> tuple[str, str]:
+    """``url`` with an application name of its own, to count its connections on the server."""
+    name = f"lane-{uuid.uuid4().hex[:8]}"
+    return f"{url}?application_name={name}", name
+
+
+async def test_calls_one_after_another_keep_one_connection_out_of_the_pool(
+    postgres_url: str,
+) -> None:
+    async with await open_backend(postgres_url) as backend:
+        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
+        database = _database(backend.checkpoints)
+        assert lane_of(database.pool) is not None
+        pids = {await _pid(database) for _ in range(5)}
+        await backend.checkpoints.put(f"t-{uuid.uuid4().hex[:8]}", "run", b"{}", fence=1)
+        pids.add(await _pid(database))
+        assert len(pids) == 1
+        assert database.pool.get_idle_size() == 0  # the one connection is kept, not idle
+
+
+async def test_calls_at_once_take_pooled_connections_and_keep_one(postgres_url: str) -> None:
+    url, name = _named(postgres_url)
+    async with await open_backend(url) as backend:
+        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
+        database = _database(backend.checkpoints)
+        pids = await asyncio.gather(
+            *(
+                database.fetchrow("sleep", "SELECT pg_backend_pid() AS p, pg_sleep(0.2)")
+                for _ in range(4)
+            )
+        )
+        assert len({row["p"] for row in pids}) == 4
+        assert database.pool.get_idle_size() == 3  # three handed back, one kept
+        assert await _connections(postgres_url, name) == 4
+    assert await _connections(postgres_url, name) == 0
+
+
+@pytest.mark.parametrize("failure", ["refused", "cancelled"])
+async def test_a_call_that_fails_on_the_kept_connection_hands_it_back(
+    postgres_url: str, failure: str
+) -> None:
+    async with await open_backend(postgres_url) as backend:
+        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
+        database = _database(backend.checkpoints)
+        await _pid(database)
+        kept = database.pool.get_idle_size()
+        if failure == "refused":
+            with pytest.raises(PostgresRefusedError):
+                await database.fetchrow("divide", "SELECT 1 / 0 AS x")
+        else:
+            sleeping = asyncio.create_task(database.fetchrow("sleep", "SELECT pg_sleep(30)"))
+            await asyncio.sleep(0.3)
+            sleeping.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await sleeping
+        assert database.pool.get_idle_size() == kept + 1  # back in the pool, not kept
+        # The next call works at once (no "another operation is in progress"), and is kept.
+        async with asyncio.timeout(5):
+            row = await database.fetchrow("select", "SELECT 41 + 1 AS x")
+        assert row["x"] == 42
+        assert database.pool.get_idle_size() == kept
+
+
+async def test_a_kept_connection_the_server_ended_is_not_used(postgres_url: str) -> None:
+    async with await open_backend(postgres_url) as backend:
+        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
+        database = _database(backend.checkpoints)
+        ended = await _pid(database)
+        lane = lane_of(database.pool)
+        assert lane is not None
+        kept: Any = lane._kept
+        seen = asyncio.Event()
+        kept.add_termination_listener(lambda *_: seen.set())
+        other = await asyncpg.connect(postgres_url)
+        try:
+            assert await other.fetchval("SELECT pg_terminate_backend($1)", ended)
+        finally:
+            await other.close()
+        async with asyncio.timeout(5):
+            await seen.wait()  # the client has seen the server end it
+        assert _closed(kept)
+        assert await _pid(database) != ended
+
+
+async def test_a_call_on_a_connection_ended_unnoticed_fails_retryable_then_recovers(
+    postgres_url: str,
+) -> None:
+    """The server ends the kept connection and the next call is sent before the client has
+    seen it: that call fails as on any pooled connection (retryable), the next one works."""
+    async with await open_backend(postgres_url) as backend:
+        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
+        database = _database(backend.checkpoints)
+        ended = await _pid(database)
+        with pytest.raises(StoreUnavailableError) as caught:
+            await database.fetchrow(
+                "end itself", "SELECT pg_terminate_backend(pg_backend_pid()) AS x"
+            )
+        assert caught.value.retryable
+        assert await _pid(database) != ended
+
+
+async def test_closing_the_backend_hands_the_kept_connection_back(postgres_url: str) -> None:
+    url, name = _named(postgres_url)
+    backend = await open_backend(url)
+    assert isinstance(backend.checkpoints, PostgresCheckpointStore)
+    database = _database(backend.checkpoints)
+    await _pid(database)
+    async with asyncio.timeout(5):  # a pool's close waits for every connection it lent
+        await backend.close()
+    assert lane_of(database.pool) is None
+    assert await _connections(postgres_url, name) == 0
+
+
+async def test_closing_while_a_call_has_the_kept_connection(postgres_url: str) -> None:
+    url, name = _named(postgres_url)
+    backend = await open_backend(url)
+    assert isinstance(backend.checkpoints, PostgresCheckpointStore)
+    database = _database(backend.checkpoints)
+    await _pid(database)
+    sleeping = asyncio.create_task(database.fetchrow("sleep", "SELECT pg_sleep(0.3) AS x"))
+    await asyncio.sleep(0.05)
+    async with asyncio.timeout(5):
+        await backend.close()
+        await sleeping
+    assert await _connections(postgres_url, name) == 0
+
+
+async def test_the_kept_connection_goes_back_to_the_pool_every_so_often(postgres_url: str) -> None:
+    pool = await create_pool(postgres_url)
+    try:
+        lane = Lane(pool, return_every=3)
+        lent = await pool.acquire()
+        await lane.done(lent, succeeded=True)
+        assert pool.get_idle_size() == 0
+        for _ in range(2):
+            assert await lane.take() is lent
+            await lane.done(lent, succeeded=True)
+        assert pool.get_idle_size() == 0
+        assert await lane.take() is lent
+        await lane.done(lent, succeeded=True)  # the third use: handed back
+        assert pool.get_idle_size() == 1
+        assert await lane.take() is None
+    finally:
+        await pool.close()
+
+
+async def test_a_pool_the_application_owns_keeps_nothing(postgres_url: str) -> None:
+    pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=2)
+    try:
+        store = PostgresCheckpointStore(pool)
+        assert lane_of(pool) is None
+        await store.put(f"t-{uuid.uuid4().hex[:8]}", "run", b"{}", fence=1)
+        assert pool.get_idle_size() == pool.get_size()
+    finally:
+        async with asyncio.timeout(5):
+            await pool.close()
+
+
+async def test_stores_built_after_a_lane_closed_keep_nothing(postgres_url: str) -> None:
+    pool = await create_pool(postgres_url)
+    try:
+        lane = open_lane(pool)
+        await lane.close()
+        assert lane_of(pool) is None
+        assert _database(PostgresCheckpointStore(pool))._lane is None
+    finally:
+        await pool.close()
