@@ -50,13 +50,14 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any, TypedDict
 
 import asyncpg
-from pydantic import JsonValue
+import pydantic_core
+from pydantic import JsonValue, TypeAdapter
 from tests.support.postgres_server import postgres_server
 from tests.support.redis_server import redis_server
 
@@ -65,7 +66,15 @@ from agentrun.backend import StoreSet
 from agentrun.boundary import BoundaryCommit, BoundaryStore, RunReader
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
 from agentrun.frontier import Checkpoint, decode
-from agentrun.history import HistoryStore, SegmentForm, header_length, load_chain
+from agentrun.history import (
+    CONTEXT_BYTES,
+    HistoryStore,
+    SegmentForm,
+    decode_segment,
+    header_length,
+    load_chain,
+    previous_of,
+)
 from agentrun.leases import LeasePolicy
 from agentrun.messages import Message
 from agentrun.resume import read_and_plan
@@ -79,6 +88,9 @@ from bench.checkpoint_write import _opening, _turn, chosen_servers, run_on_serve
 TURNS = (200, 1000)
 QUICK_TURNS = (20, 100)
 LAST = 20
+ROUNDS = 3
+"""Runs of ours and of ``DeltaChannel`` a server, alternating: one run's per-turn median moves
+by 15 % from one run to the next on this machine (2026-12-01)."""
 WARM_UP_TURNS = 10
 RESUMES = 11
 """Fresh workers resuming, per side: the median of 11, as the machine is shared and a resume at
@@ -177,15 +189,21 @@ class Measured:
     and how many of the stored bytes are segment headers (``agentrun.history``)."""
     decode_ms: float | None = None
     """Ours only: of ``resume_ms``, decoding the transcript already in memory (``decoding_ms``)."""
+    parse_ms: tuple[float, float] | None = None
+    """Ours only: of ``decode_ms``, the segments' JSON parsed into plain Python objects, and
+    into validated messages (``parsing_ms``)."""
     read_ms: float | None = None
     """Ours on SQLite only: the same rows read bare (``bare_read_ms``), the floor of the read."""
-    syncs: int | None = None
+    syncs: float | None = None
     """PostgreSQL only: the server's WAL syncs over the run (``wal_syncs``), its durable
     commits."""
+    rounds: int = 1
+    """How many runs ``per_turn_ms`` holds, one after the other (``pooled``)."""
 
     @property
     def checkpoint_s(self) -> float:
-        return sum(self.per_turn_ms) / 1000
+        """Checkpointing a run, in seconds (the mean of the rounds)."""
+        return sum(self.per_turn_ms) / 1000 / self.rounds
 
     @property
     def median_ms(self) -> float:
@@ -198,7 +216,44 @@ class Measured:
 
     @property
     def last_ms(self) -> float:
-        return statistics.median(self.per_turn_ms[-LAST:])
+        """The median of the last ``LAST`` turns of every round."""
+        return statistics.median(
+            ms
+            for ends in range(self.turns, self.turns * self.rounds + 1, self.turns)
+            for ms in self.per_turn_ms[ends - LAST : ends]
+        )
+
+
+def pooled(rounds: Sequence[Measured]) -> Measured:
+    """One side's rounds as one row: every round's turns (``per_turn_ms``, so the medians and
+    the p99 are over all of them), the median of the rounds' end-to-end times, bytes, resumes,
+    decoding and reads, the mean of their WAL syncs."""
+
+    def middle(values: Sequence[float | None]) -> float | None:
+        known = [value for value in values if value is not None]
+        return statistics.median(known) if known else None
+
+    first = rounds[0]
+    return replace(
+        first,
+        per_turn_ms=[ms for measured in rounds for ms in measured.per_turn_ms],
+        rounds=len(rounds),
+        end_to_end_s=statistics.median(measured.end_to_end_s for measured in rounds),
+        handed=int(statistics.median(measured.handed for measured in rounds)),
+        stored=int(statistics.median(measured.stored for measured in rounds)),
+        resume_ms=statistics.median(measured.resume_ms for measured in rounds),
+        decode_ms=middle([measured.decode_ms for measured in rounds]),
+        parse_ms=None
+        if first.parse_ms is None
+        else (
+            statistics.median(measured.parse_ms[0] for measured in rounds if measured.parse_ms),
+            statistics.median(measured.parse_ms[1] for measured in rounds if measured.parse_ms),
+        ),
+        read_ms=middle([measured.read_ms for measured in rounds]),
+        syncs=None
+        if first.syncs is None
+        else statistics.fmean(measured.syncs or 0 for measured in rounds),
+    )
 
 
 # -- ours ------------------------------------------------------------------------------------
@@ -296,9 +351,9 @@ async def run_ours(
 
 
 async def measure_ours(
-    server: str, url: str, booking: Booking, baseline_s: float, form: SegmentForm
+    server: str, url: str, booking: Booking, baseline_s: float, form: SegmentForm, round_: int = 0
 ) -> Measured:
-    run_id = f"ours-{booking.turns}"
+    run_id = f"ours-{booking.turns}-{round_}"
     synced = await wal_syncs(url) if server == "PostgreSQL" else None
     backend = await open_backend(url)
     assert isinstance(backend, StoreSet)
@@ -314,6 +369,7 @@ async def measure_ours(
         assert payload is not None
         assert backend.history is not None
         decode_ms = await decoding_ms(backend.history, run_id, payload, segments)
+        parse_ms = parsing_ms(run_id, payload, segments)
     finally:
         await backend.close()
     syncs = None if synced is None else await wal_syncs(url) - synced
@@ -353,6 +409,7 @@ async def measure_ours(
         str(trips["round trips"]),
         (once, zlibbed, headers),
         decode_ms,
+        parse_ms,
         read_ms,
         syncs,
     )
@@ -374,6 +431,42 @@ async def decoding_ms(
         spent.append((time.perf_counter() - started) * 1000)
         del decoded  # freed after the clock stops: a resumed transcript lives on
     return statistics.median(spent)
+
+
+def parsing_ms(run_id: str, payload: bytes, segments: Mapping[str, bytes]) -> tuple[float, float]:
+    """Of the decoding, what parsing the segments' JSON takes (each already decompressed): into
+    plain Python objects (``pydantic_core.from_json``: no models, the least any JSON reader
+    pays to hand Python its values) and into the validated messages a resume returns (the
+    ``TypeAdapter`` ``agentrun.history`` validates with); the medians of as many as resumes,
+    with the collector off as the kit decodes."""
+    handle = decode(payload, run_id=run_id).history_handle
+    chain: list[str] = []
+    while handle is not None:
+        chain.append(handle)
+        handle = previous_of(run_id, handle, segments[handle])
+    bodies: list[bytes] = []
+    context = b""
+    for handle in reversed(chain):
+        _, body = decode_segment(run_id, handle, segments[handle], context)
+        bodies.append(body)
+        context = (context + body)[-CONTEXT_BYTES:]
+    messages = TypeAdapter(tuple[Message, ...])
+
+    def timed(parse: Callable[[bytes], object]) -> float:
+        spent: list[float] = []
+        for _ in range(RESUMES):
+            gc.collect()
+            gc.disable()
+            try:
+                started = time.perf_counter()
+                parsed = [parse(body) for body in bodies]
+                spent.append((time.perf_counter() - started) * 1000)
+            finally:
+                gc.enable()
+            del parsed
+        return statistics.median(spent)
+
+    return timed(pydantic_core.from_json), timed(messages.validate_json)
 
 
 async def wal_syncs(url: str) -> int:
@@ -551,9 +644,9 @@ class Saver:
 
 
 async def measure_langgraph(
-    saver: Saver, booking: Booking, delta: bool, baseline_s: float
+    saver: Saver, booking: Booking, delta: bool, baseline_s: float, round_: int = 0
 ) -> Measured:
-    thread = f"{'delta' if delta else 'default'}-{booking.turns}"
+    thread = f"{'delta' if delta else 'default'}-{booking.turns}-{round_}"
     turns = Turns()
     graph = graph_of(booking, delta, turns)
     synced = None if saver.url is None else await wal_syncs(saver.url)
@@ -753,6 +846,13 @@ def print_table(rows: Sequence[Measured], turns: int) -> None:
                 f"{ours.resume_ms / fastest.resume_ms:.2f}x; of it, decoding the transcript in "
                 f"memory {decoding:.1f} ms, {decoding / fastest.resume_ms:.2f}x"
             )
+            if ours.parse_ms is not None:
+                plain, validated = ours.parse_ms
+                print(
+                    f"  of decoding: the JSON into plain objects {plain:.1f} ms "
+                    f"(pydantic_core.from_json), into validated messages {validated:.1f} ms; "
+                    f"walking, digests and decompression {decoding - validated:.1f} ms"
+                )
             if ours.read_ms is not None:
                 floor = ours.read_ms + decoding
                 print(
@@ -760,10 +860,50 @@ def print_table(rows: Sequence[Measured], turns: int) -> None:
                     f"decoding {decoding:.1f} ms = {floor:.1f} ms, "
                     f"{floor / fastest.resume_ms:.2f}x"
                 )
+                if ours.parse_ms is not None:
+                    bare = floor - ours.parse_ms[1] + ours.parse_ms[0]
+                    print(
+                        f"  the same with plain objects for messages, validating nothing: "
+                        f"{bare:.1f} ms, {bare / fastest.resume_ms:.2f}x"
+                    )
+
+
+async def measure_server(
+    server: Server,
+    booking: Booking,
+    rounds: int,
+    full_at: int,
+    form: SegmentForm,
+    ours_none: float,
+    langgraph_none: float,
+) -> list[Measured]:
+    """Ours and LangGraph's ``DeltaChannel`` on ``server``, ``rounds`` times each, alternating
+    (this machine's speed drifts over seconds by more than the gaps measured); LangGraph's
+    default channel once, up to ``full_at`` turns (it is ~50x slower and far from any line)."""
+    ours: list[Measured] = []
+    delta: list[Measured] = []
+    rows: list[Measured] = []
+    for round_ in range(rounds):
+        ours.append(
+            await measure_ours(server.name, server.ours_url, booking, ours_none, form, round_)
+        )
+        print(f"  ours on {server.name}: {ours[-1].end_to_end_s:.1f} s", flush=True)
+        if server.saver is None:
+            continue
+        if round_ == 0 and booking.turns <= full_at:
+            rows.append(await measure_langgraph(server.saver, booking, False, langgraph_none))
+            print(f"  {rows[-1].side} on {server.name}: {rows[-1].end_to_end_s:.1f} s", flush=True)
+        delta.append(await measure_langgraph(server.saver, booking, True, langgraph_none, round_))
+        print(f"  {delta[-1].side} on {server.name}: {delta[-1].end_to_end_s:.1f} s", flush=True)
+    return [pooled(ours), *rows, *([pooled(delta)] if delta else [])]
 
 
 async def run(
-    names: Sequence[str], turn_counts: Sequence[int], full_at: int, form: SegmentForm
+    names: Sequence[str],
+    turn_counts: Sequence[int],
+    full_at: int,
+    form: SegmentForm,
+    rounds: int,
 ) -> None:
     began = time.monotonic()
     with (
@@ -771,7 +911,12 @@ async def run(
         servers(Path(folder), names) as found,
         counted(),
     ):
-        print(f"ours writes its transcript segments as {form.value}", flush=True)
+        print(
+            f"ours writes its transcript segments as {form.value}; ours and DeltaChannel each run "
+            f"{rounds} times, alternating (per turn: every round's turns; per run, bytes, "
+            "resume: the median of the rounds)",
+            flush=True,
+        )
         await setup_savers(found)
         await warm_up(found, form)
         for turns in turn_counts:
@@ -785,22 +930,11 @@ async def run(
             )
             rows: list[Measured] = []
             for server in found:
-                rows.append(
-                    await measure_ours(server.name, server.ours_url, booking, ours_none, form)
+                rows.extend(
+                    await measure_server(
+                        server, booking, rounds, full_at, form, ours_none, langgraph_none
+                    )
                 )
-                print(f"  ours on {server.name}: {rows[-1].end_to_end_s:.1f} s", flush=True)
-                if server.saver is None:
-                    continue
-                for delta in (False, True):
-                    if not delta and turns > full_at:
-                        continue
-                    rows.append(
-                        await measure_langgraph(server.saver, booking, delta, langgraph_none)
-                    )
-                    print(
-                        f"  {rows[-1].side} on {server.name}: {rows[-1].end_to_end_s:.1f} s",
-                        flush=True,
-                    )
             print_table(rows, turns)
     print(f"\ndone in {time.monotonic() - began:.0f} s; servers stopped")
 
@@ -823,6 +957,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "1,000 turns) only up to this many turns (default %(default)s)",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=ROUNDS,
+        help="runs of ours and of DeltaChannel on each server, alternating (default %(default)s)",
+    )
+    parser.add_argument(
         "--segment-form",
         choices=[form.value for form in SegmentForm],
         default=CheckpointPolicy().segment_form.value,
@@ -836,9 +976,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as missing:
         print(f"{MISSING} ({missing})", file=sys.stderr)
         return 2
+    if args.rounds < 1:
+        parser.error(f"--rounds is {args.rounds}; give 1 or more")
     turns = QUICK_TURNS if args.quick else TURNS
     form = SegmentForm(args.segment_form)
-    return run_on_servers(run(names, turns, max(args.full_up_to, turns[0]), form))
+    return run_on_servers(run(names, turns, max(args.full_up_to, turns[0]), form, args.rounds))
 
 
 if __name__ == "__main__":
