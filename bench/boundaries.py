@@ -11,7 +11,8 @@ call's charge, and one after the tool result. Each run is made twice on each ser
 * ``one commit`` — ``BoundaryStore.commit`` (``StoreSet.boundaries``), what ``on_backend`` uses.
 
 Round trips and commits are counted on the client, below the stores: asyncpg statements (a
-statement outside a transaction is a commit; ``BEGIN`` … ``COMMIT`` is one), Redis writes to the
+statement outside a transaction is a commit; ``BEGIN`` … ``COMMIT`` is one) and its preparing
+of a statement the connection has not cached yet (a round trip of its own), Redis writes to the
 socket (its commands are atomic one by one: ``atomic writes`` counts those that write), SQLite
 calls on the database's thread (``BEGIN IMMEDIATE`` … ``COMMIT`` is a commit). Then a resume
 (``read_and_plan``: frontier, whole transcript, the run's records) at 200 and 1,000 turns, with
@@ -126,6 +127,20 @@ def counted() -> Iterator[None]:
 
     for name in ("execute", "fetch", "fetchrow", "fetchval"):
         patch(asyncpg.connection.Connection, name, statement)
+
+    def prepared(original: Any) -> Any:
+        # asyncpg prepares a statement a connection has not cached yet (Parse and Describe,
+        # answered before it binds): a round trip before the statement's own.
+        async def call(self: asyncpg.Connection, query: str, *args: Any, **kw: Any) -> Any:
+            record_class = kw.get("record_class") or self._protocol.get_record_class()
+            key = (query, record_class, kw.get("ignore_custom_codec", False))
+            if not kw.get("use_cache", True) or self._stmt_cache.get(key) is None:
+                TRIPS.add("round trips")
+            return await original(self, query, *args, **kw)
+
+        return call
+
+    patch(asyncpg.connection.Connection, "_get_statement", prepared)
 
     def sent(original: Any) -> Any:
         async def call(self: Any, *args: Any, **kw: Any) -> Any:
