@@ -17,18 +17,22 @@ is the checkpointing.
   ours is): the default channel (a reducer that appends, the whole list stored at every step)
   and ``DeltaChannel`` (only each step's new messages stored, a full snapshot every 100 updates).
 
-Per turn: the time spent checkpointing (ours: ``Checkpointer.write``, which masks, encodes and
-commits; LangGraph: its saver's ``aput`` and ``aput_writes``), median and p99 over the run and
-the median of the last 20 turns. Per run: the sum of that, and the end-to-end time less the same
-run with no checkpointing at all (ours: memory stores and no boundary written; LangGraph: no
-checkpointer). Bytes handed to the store (ours: frontier and segment of every commit; LangGraph:
-what its serializer produced), bytes the store keeps for the run afterwards, and the resume
-(the median of eleven, each by a fresh worker):
-ours ``read_and_plan`` (frontier, whole transcript, the run's records) from a fresh backend,
-LangGraph ``aget_state`` on a freshly opened saver (its latest checkpoint, the channel values,
-for ``DeltaChannel`` the replayed writes). Ratios are within one run of this command. Beside
-our resume, the part of it no store can take away: decoding the transcript already in memory
-(walking the chain, verifying, decompressing and validating it; ``decoding_ms``).
+Ours and ``DeltaChannel`` run ``--rounds`` times (3) on every server, alternating, the order
+swapped every other round: this machine's speed drifts by more than the gaps measured (the
+default channel runs once). Per turn: the time spent checkpointing (ours: ``Checkpointer.write``,
+which masks, encodes and commits; LangGraph: its saver's ``aput`` and ``aput_writes``), median
+and p99 over every round's turns, and the median of each round's last 20 turns together. Per
+run: the sum of that, and the end-to-end time less the same run with no checkpointing at all
+(ours: memory stores and no boundary written; LangGraph: no checkpointer). Bytes handed to the
+store (ours: frontier and segment of every commit; LangGraph: what its serializer produced),
+bytes the store keeps for the run afterwards, and the resume (the median of eleven, each by a
+fresh worker): ours ``read_and_plan`` (frontier, whole transcript, the run's records) from a
+fresh backend, LangGraph ``aget_state`` on a freshly opened saver (its latest checkpoint, the
+channel values, for ``DeltaChannel`` the replayed writes). Everything but the per-turn figures
+is the median of the rounds. Ratios are within one run of this command. Beside our resume, the
+part of it no store can take away: decoding the transcript already in memory (walking the chain,
+verifying, decompressing and validating it; ``decoding_ms``), and of that, parsing the JSON into
+plain objects and into validated messages (``parsing_ms``).
 
 PostgreSQL is one server started by the test tooling with ``fsync`` on (as deployed), a database
 for each side; SQLite files are WAL with ``synchronous=FULL`` on both sides.
@@ -172,7 +176,8 @@ class Turns:
 
 @dataclass
 class Measured:
-    """One side's run: checkpoint ms per turn, end to end, bytes, resume."""
+    """One side's runs (``rounds`` of them, ``pooled``): checkpoint ms per turn, end to end,
+    bytes, resume."""
 
     side: str
     server: str
@@ -200,10 +205,17 @@ class Measured:
     rounds: int = 1
     """How many runs ``per_turn_ms`` holds, one after the other (``pooled``)."""
 
+    def each_round(self) -> list[list[float]]:
+        """``per_turn_ms`` cut into its rounds."""
+        return [
+            self.per_turn_ms[start : start + self.turns]
+            for start in range(0, self.turns * self.rounds, self.turns)
+        ]
+
     @property
     def checkpoint_s(self) -> float:
-        """Checkpointing a run, in seconds (the mean of the rounds)."""
-        return sum(self.per_turn_ms) / 1000 / self.rounds
+        """Checkpointing a run, in seconds (the median of the rounds)."""
+        return statistics.median(sum(spent) for spent in self.each_round()) / 1000
 
     @property
     def median_ms(self) -> float:
@@ -217,23 +229,24 @@ class Measured:
     @property
     def last_ms(self) -> float:
         """The median of the last ``LAST`` turns of every round."""
-        return statistics.median(
-            ms
-            for ends in range(self.turns, self.turns * self.rounds + 1, self.turns)
-            for ms in self.per_turn_ms[ends - LAST : ends]
-        )
+        return statistics.median(ms for spent in self.each_round() for ms in spent[-LAST:])
 
 
 def pooled(rounds: Sequence[Measured]) -> Measured:
     """One side's rounds as one row: every round's turns (``per_turn_ms``, so the medians and
-    the p99 are over all of them), the median of the rounds' end-to-end times, bytes, resumes,
-    decoding and reads, the mean of their WAL syncs."""
+    the p99 are over all of them), and the median of the rounds' end-to-end times, bytes,
+    resumes, decoding, reads and WAL syncs."""
 
     def middle(values: Sequence[float | None]) -> float | None:
         known = [value for value in values if value is not None]
         return statistics.median(known) if known else None
 
     first = rounds[0]
+    if any(len(measured.per_turn_ms) != first.turns for measured in rounds):
+        raise ValueError("pooled takes single rounds of one length")
+    parsed = [measured.parse_ms for measured in rounds]
+    plain = middle([None if times is None else times[0] for times in parsed])
+    validated = middle([None if times is None else times[1] for times in parsed])
     return replace(
         first,
         per_turn_ms=[ms for measured in rounds for ms in measured.per_turn_ms],
@@ -243,16 +256,9 @@ def pooled(rounds: Sequence[Measured]) -> Measured:
         stored=int(statistics.median(measured.stored for measured in rounds)),
         resume_ms=statistics.median(measured.resume_ms for measured in rounds),
         decode_ms=middle([measured.decode_ms for measured in rounds]),
-        parse_ms=None
-        if first.parse_ms is None
-        else (
-            statistics.median(measured.parse_ms[0] for measured in rounds if measured.parse_ms),
-            statistics.median(measured.parse_ms[1] for measured in rounds if measured.parse_ms),
-        ),
+        parse_ms=None if plain is None or validated is None else (plain, validated),
         read_ms=middle([measured.read_ms for measured in rounds]),
-        syncs=None
-        if first.syncs is None
-        else statistics.fmean(measured.syncs or 0 for measured in rounds),
+        syncs=middle([measured.syncs for measured in rounds]),
     )
 
 
@@ -369,7 +375,8 @@ async def measure_ours(
         assert payload is not None
         assert backend.history is not None
         decode_ms = await decoding_ms(backend.history, run_id, payload, segments)
-        parse_ms = parsing_ms(run_id, payload, segments)
+        # ZLIB_JSON segments hold a whole ``Segment``'s JSON, not an array of messages.
+        parse_ms = None if form is SegmentForm.ZLIB_JSON else parsing_ms(run_id, payload, segments)
     finally:
         await backend.close()
     syncs = None if synced is None else await wal_syncs(url) - synced
@@ -877,24 +884,36 @@ async def measure_server(
     ours_none: float,
     langgraph_none: float,
 ) -> list[Measured]:
-    """Ours and LangGraph's ``DeltaChannel`` on ``server``, ``rounds`` times each, alternating
-    (this machine's speed drifts over seconds by more than the gaps measured); LangGraph's
-    default channel once, up to ``full_at`` turns (it is ~50x slower and far from any line)."""
+    """Ours and LangGraph's ``DeltaChannel`` on ``server``, ``rounds`` times each, alternating,
+    the order swapped every other round (this machine's speed drifts over seconds by more than
+    the gaps measured, and a steady drift would otherwise favour whichever side goes first);
+    LangGraph's default channel once, up to ``full_at`` turns (it is far from any line)."""
     ours: list[Measured] = []
     delta: list[Measured] = []
     rows: list[Measured] = []
+
+    async def measured(side: list[Measured], run: Awaitable[Measured]) -> None:
+        side.append(await run)
+        print(f"  {side[-1].side} on {server.name}: {side[-1].end_to_end_s:.1f} s", flush=True)
+
     for round_ in range(rounds):
-        ours.append(
-            await measure_ours(server.name, server.ours_url, booking, ours_none, form, round_)
-        )
-        print(f"  ours on {server.name}: {ours[-1].end_to_end_s:.1f} s", flush=True)
-        if server.saver is None:
-            continue
-        if round_ == 0 and booking.turns <= full_at:
-            rows.append(await measure_langgraph(server.saver, booking, False, langgraph_none))
-            print(f"  {rows[-1].side} on {server.name}: {rows[-1].end_to_end_s:.1f} s", flush=True)
-        delta.append(await measure_langgraph(server.saver, booking, True, langgraph_none, round_))
-        print(f"  {delta[-1].side} on {server.name}: {delta[-1].end_to_end_s:.1f} s", flush=True)
+        first_ours = server.saver is None or round_ % 2 == 0
+        if first_ours:
+            await measured(
+                ours, measure_ours(server.name, server.ours_url, booking, ours_none, form, round_)
+            )
+        if server.saver is not None:
+            if round_ == 0 and booking.turns <= full_at:
+                await measured(
+                    rows, measure_langgraph(server.saver, booking, False, langgraph_none)
+                )
+            await measured(
+                delta, measure_langgraph(server.saver, booking, True, langgraph_none, round_)
+            )
+        if not first_ours:
+            await measured(
+                ours, measure_ours(server.name, server.ours_url, booking, ours_none, form, round_)
+            )
     return [pooled(ours), *rows, *([pooled(delta)] if delta else [])]
 
 
@@ -913,8 +932,8 @@ async def run(
     ):
         print(
             f"ours writes its transcript segments as {form.value}; ours and DeltaChannel each run "
-            f"{rounds} times, alternating (per turn: every round's turns; per run, bytes, "
-            "resume: the median of the rounds)",
+            f"{rounds} times, alternating, the order swapped every other round (per turn: every "
+            "round's turns; the rest: the median of the rounds)",
             flush=True,
         )
         await setup_savers(found)
