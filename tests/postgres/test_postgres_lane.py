@@ -64,6 +64,7 @@ async def test_calls_at_once_take_pooled_connections_and_keep_one(postgres_url: 
     async with await open_backend(url) as backend:
         assert isinstance(backend.checkpoints, PostgresCheckpointStore)
         database = _database(backend.checkpoints)
+        await _pid(database)  # one is kept: the first call below has it, the others may not
         pids = await asyncio.gather(
             *(
                 database.fetchrow("sleep", "SELECT pg_backend_pid() AS p, pg_sleep(0.2)")
@@ -100,6 +101,48 @@ async def test_a_call_that_fails_on_the_kept_connection_hands_it_back(
             row = await database.fetchrow("select", "SELECT 41 + 1 AS x")
         assert row["x"] == 42
         assert database.pool.get_idle_size() == kept
+
+
+async def test_a_pooled_connection_a_call_failed_on_is_not_kept(postgres_url: str) -> None:
+    async with await open_backend(postgres_url) as backend:
+        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
+        database = _database(backend.checkpoints)
+        lane = lane_of(database.pool)
+        assert lane is not None
+        assert lane._kept is None  # nothing kept yet
+        with pytest.raises(PostgresRefusedError):
+            await database.fetchrow("divide", "SELECT 1 / 0 AS x")
+        assert lane._kept is None
+        assert database.pool.get_idle_size() == database.pool.get_size()
+
+
+async def test_a_full_pool_gets_the_kept_connection_back_for_a_waiting_call(
+    postgres_url: str,
+) -> None:
+    """Every connection the pool may open is lent, one of them the kept one, and a call waits
+    in ``acquire``: when the kept one's call ends it goes back to the pool, so the waiting call
+    has it then, not when one of the long calls ends."""
+    async with await open_backend(postgres_url) as backend:
+        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
+        database = _database(backend.checkpoints)
+        await _pid(database)
+        pool = database.pool
+        short = asyncio.create_task(database.fetchrow("short", "SELECT pg_sleep(0.5) AS x"))
+        await asyncio.sleep(0)  # it takes the kept connection
+        long = [
+            asyncio.create_task(database.fetchrow("long", "SELECT pg_sleep(4) AS x"))
+            for _ in range(pool.get_max_size() - 1)
+        ]
+        await asyncio.sleep(0.3)  # they connect and start, well before the short one ends
+        assert pool.get_size() == pool.get_max_size()
+        assert not pool.get_idle_size()
+        started = asyncio.get_running_loop().time()
+        async with asyncio.timeout(3):
+            row = await database.fetchrow("waits", "SELECT 1 AS x")
+        assert row["x"] == 1
+        assert asyncio.get_running_loop().time() - started < 2  # the long calls take 4 s
+        await short
+        await asyncio.gather(*long)
 
 
 async def test_a_kept_connection_the_server_ended_is_not_used(postgres_url: str) -> None:

@@ -65,8 +65,10 @@ async def open_backend(url: str, *, tables: PostgresTables | None = None) -> Sto
     lane = open_lane(pool)
 
     async def close() -> None:
-        await lane.close()
-        await pool.close()
+        try:
+            await lane.close()
+        finally:
+            await pool.close()
 
     return StoreSet(
         checkpoints=PostgresCheckpointStore(pool, tables=tables),

@@ -4,8 +4,10 @@ Why: asyncpg's ``acquire`` and ``release`` cost ~50 µs a pair inside a run (a p
 idle timer set and cancelled, a release shielded in a task of its own that takes event-loop turns
 of its own). With fsync on that is a tenth of a boundary's commit: interleaved on one server
 (2026-12-01), a boundary statement took 0.37 ms through the stores' pool and 0.32 ms on a
-connection held between calls. A run's calls come one after another, so one connection kept out
-of the pool between them serves nearly all of them.
+connection held between calls. A run's calls come one after another, so in a worker with one run
+one connection kept out of the pool between them serves nearly all of them; where several runs
+share the backend (an operator replica) it serves one call at a time and the others take pooled
+connections, as every call did before.
 
 The rules that keep it as safe as the pool:
 
@@ -16,6 +18,8 @@ The rules that keep it as safe as the pool:
   cancellation or discards it as it does for any connection it lent. The next call that succeeds
   on a pooled connection is kept instead.
 * A kept connection found closed (the server ended it) is handed back unused.
+* Nothing is kept while the pool has no connection left to lend: callers may be queued in
+  ``acquire``, and the kept connection goes back so that they get it.
 * Every ``RETURN_EVERY`` uses it goes back to the pool anyway, so the pool's own upkeep
   (``max_queries``, expired generations) still reaches it; that costs one release in a thousand.
 * ``close`` hands it back, so that the pool's close, which waits for every connection it lent,
@@ -27,6 +31,7 @@ only the pool's owner can promise to close the lane before the pool.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from agentrun.stores.drivers import driver
@@ -37,9 +42,10 @@ with driver("asyncpg", extra="postgres"):
 RETURN_EVERY = 1_000
 """Uses after which the kept connection goes back to the pool (see the module docstring)."""
 
-_LANES: dict[int, Lane] = {}
-"""The open lanes by their pool's ``id`` (asyncpg's pools take no weak references). A lane holds
-its pool, so the id is not reused while the lane is here; ``close`` takes it out."""
+_LANES: weakref.WeakValueDictionary[int, Lane] = weakref.WeakValueDictionary()
+"""The open lanes by their pool's ``id`` (asyncpg's pools take no weak references). A lane lives
+as long as the stores and the closer that use it, and it holds its pool, so the id is not reused
+while the lane is here; a backend dropped without being closed takes its lane with it."""
 
 
 class Lane:
@@ -72,13 +78,21 @@ class Lane:
         if connection is self._kept:
             self._busy = False
             self._uses += 1
-            if succeeded and not self._closed and self._uses < self._return_every:
+            if succeeded and self._keeps() and self._uses < self._return_every:
                 return
             self._kept = None
-        elif succeeded and self._kept is None and not self._closed and not _closed(connection):
+        elif succeeded and self._kept is None and self._keeps() and not _closed(connection):
             self._kept, self._uses = connection, 0
             return
         await self.pool.release(connection)
+
+    def _keeps(self) -> bool:
+        """Whether a connection may stay out of the pool: not once closed, nor while the pool
+        has none left to lend (a caller may be waiting for one)."""
+        pool = self.pool
+        return not self._closed and (
+            pool.get_idle_size() > 0 or pool.get_size() < pool.get_max_size()
+        )
 
     async def close(self) -> None:
         """Keep nothing from now on; hand back the kept connection unless a call has it (that
@@ -103,13 +117,14 @@ def _closed(connection: Any) -> bool:
 
 
 def open_lane(pool: asyncpg.Pool) -> Lane:
-    """A lane for ``pool``, used by every store built on it afterwards; whoever opens it closes
-    it before the pool."""
-    lane = _LANES[id(pool)] = Lane(pool)
+    """The lane for ``pool`` (a new one unless one is open), used by every store built on it
+    afterwards; whoever opens it closes it before the pool."""
+    lane = _LANES.get(id(pool))
+    if lane is None:
+        lane = _LANES[id(pool)] = Lane(pool)
     return lane
 
 
 def lane_of(pool: asyncpg.Pool) -> Lane | None:
     """The lane opened for ``pool`` and not closed yet, or None."""
-    lane = _LANES.get(id(pool))
-    return lane if lane is not None and lane.pool is pool else None
+    return _LANES.get(id(pool))
