@@ -11,14 +11,17 @@ from typing import Any
 import asyncpg
 import pytest
 
+from agentrun.backend import StoreSet
 from agentrun.errors import StoreUnavailableError
 from agentrun.stores.postgres import PostgresCheckpointStore, PostgresRefusedError, open_backend
 from agentrun.stores.postgres._lane import Lane, _closed, lane_of, open_lane
 from agentrun.stores.postgres._shared import Database, create_pool
 
 
-def _database(store: PostgresCheckpointStore) -> Database:
-    return store._db
+def _database(backend: StoreSet) -> Database:
+    """The ``Database`` of the backend's checkpoint store (every store of it shares the pool)."""
+    assert isinstance(backend.checkpoints, PostgresCheckpointStore)
+    return backend.checkpoints._db
 
 
 async def _pid(database: Database) -> int:
@@ -49,8 +52,7 @@ async def test_calls_one_after_another_keep_one_connection_out_of_the_pool(
     postgres_url: str,
 ) -> None:
     async with await open_backend(postgres_url) as backend:
-        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
-        database = _database(backend.checkpoints)
+        database = _database(backend)
         assert lane_of(database.pool) is not None
         pids = {await _pid(database) for _ in range(5)}
         await backend.checkpoints.put(f"t-{uuid.uuid4().hex[:8]}", "run", b"{}", fence=1)
@@ -62,8 +64,7 @@ async def test_calls_one_after_another_keep_one_connection_out_of_the_pool(
 async def test_calls_at_once_take_pooled_connections_and_keep_one(postgres_url: str) -> None:
     url, name = _named(postgres_url)
     async with await open_backend(url) as backend:
-        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
-        database = _database(backend.checkpoints)
+        database = _database(backend)
         await _pid(database)  # one is kept: the first call below has it, the others may not
         pids = await asyncio.gather(
             *(
@@ -82,8 +83,7 @@ async def test_a_call_that_fails_on_the_kept_connection_hands_it_back(
     postgres_url: str, failure: str
 ) -> None:
     async with await open_backend(postgres_url) as backend:
-        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
-        database = _database(backend.checkpoints)
+        database = _database(backend)
         await _pid(database)
         kept = database.pool.get_idle_size()
         if failure == "refused":
@@ -105,8 +105,7 @@ async def test_a_call_that_fails_on_the_kept_connection_hands_it_back(
 
 async def test_a_pooled_connection_a_call_failed_on_is_not_kept(postgres_url: str) -> None:
     async with await open_backend(postgres_url) as backend:
-        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
-        database = _database(backend.checkpoints)
+        database = _database(backend)
         lane = lane_of(database.pool)
         assert lane is not None
         assert lane._kept is None  # nothing kept yet
@@ -123,8 +122,7 @@ async def test_a_full_pool_gets_the_kept_connection_back_for_a_waiting_call(
     in ``acquire``: when the kept one's call ends it goes back to the pool, so the waiting call
     has it then, not when one of the long calls ends."""
     async with await open_backend(postgres_url) as backend:
-        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
-        database = _database(backend.checkpoints)
+        database = _database(backend)
         await _pid(database)
         pool = database.pool
         short = asyncio.create_task(database.fetchrow("short", "SELECT pg_sleep(0.5) AS x"))
@@ -147,8 +145,7 @@ async def test_a_full_pool_gets_the_kept_connection_back_for_a_waiting_call(
 
 async def test_a_kept_connection_the_server_ended_is_not_used(postgres_url: str) -> None:
     async with await open_backend(postgres_url) as backend:
-        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
-        database = _database(backend.checkpoints)
+        database = _database(backend)
         ended = await _pid(database)
         lane = lane_of(database.pool)
         assert lane is not None
@@ -172,8 +169,7 @@ async def test_a_call_on_a_connection_ended_unnoticed_fails_retryable_then_recov
     """The server ends the kept connection and the next call is sent before the client has
     seen it: that call fails as on any pooled connection (retryable), the next one works."""
     async with await open_backend(postgres_url) as backend:
-        assert isinstance(backend.checkpoints, PostgresCheckpointStore)
-        database = _database(backend.checkpoints)
+        database = _database(backend)
         ended = await _pid(database)
         with pytest.raises(StoreUnavailableError) as caught:
             await database.fetchrow(
@@ -183,29 +179,25 @@ async def test_a_call_on_a_connection_ended_unnoticed_fails_retryable_then_recov
         assert await _pid(database) != ended
 
 
-async def test_closing_the_backend_hands_the_kept_connection_back(postgres_url: str) -> None:
+@pytest.mark.parametrize("mid_call", [False, True], ids=["idle", "mid-call"])
+async def test_closing_the_backend_hands_the_kept_connection_back(
+    postgres_url: str, mid_call: bool
+) -> None:
     url, name = _named(postgres_url)
     backend = await open_backend(url)
-    assert isinstance(backend.checkpoints, PostgresCheckpointStore)
-    database = _database(backend.checkpoints)
+    database = _database(backend)
     await _pid(database)
+    sleeping = (
+        asyncio.create_task(database.fetchrow("sleep", "SELECT pg_sleep(0.3) AS x"))
+        if mid_call
+        else None
+    )
+    await asyncio.sleep(0.05)  # the call, if any, has the kept connection
     async with asyncio.timeout(5):  # a pool's close waits for every connection it lent
         await backend.close()
+        if sleeping is not None:
+            await sleeping
     assert lane_of(database.pool) is None
-    assert await _connections(postgres_url, name) == 0
-
-
-async def test_closing_while_a_call_has_the_kept_connection(postgres_url: str) -> None:
-    url, name = _named(postgres_url)
-    backend = await open_backend(url)
-    assert isinstance(backend.checkpoints, PostgresCheckpointStore)
-    database = _database(backend.checkpoints)
-    await _pid(database)
-    sleeping = asyncio.create_task(database.fetchrow("sleep", "SELECT pg_sleep(0.3) AS x"))
-    await asyncio.sleep(0.05)
-    async with asyncio.timeout(5):
-        await backend.close()
-        await sleeping
     assert await _connections(postgres_url, name) == 0
 
 
@@ -246,6 +238,6 @@ async def test_stores_built_after_a_lane_closed_keep_nothing(postgres_url: str) 
         lane = open_lane(pool)
         await lane.close()
         assert lane_of(pool) is None
-        assert _database(PostgresCheckpointStore(pool))._lane is None
+        assert PostgresCheckpointStore(pool)._db._lane is None
     finally:
         await pool.close()

@@ -7,7 +7,7 @@ of its own). With fsync on that is a tenth of a boundary's commit: interleaved o
 connection held between calls. A run's calls come one after another, so in a worker with one run
 one connection kept out of the pool between them serves nearly all of them; where several runs
 share the backend (an operator replica) it serves one call at a time and the others take pooled
-connections, as every call did before.
+connections.
 
 The rules that keep it as safe as the pool:
 
