@@ -8,6 +8,7 @@ cannot. tests/e2e (a real cluster) runs only when ``-m`` names ``e2e``.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = [item for item in items if not item.get_closest_marker("e2e")]
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A tenant of the test's own: one server serves a whole session of tests, which keep apart
+    by tenant."""
+    return f"tenant-{uuid.uuid4().hex[:12]}"

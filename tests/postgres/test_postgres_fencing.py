@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import asyncpg
 import pytest
@@ -18,11 +17,6 @@ from agentrun.errors import (
 )
 from agentrun.messages import Message
 from tests.support.frontiers import frontier
-
-
-@pytest.fixture
-def tenant() -> str:
-    return f"tenant-{uuid.uuid4().hex[:12]}"
 
 
 async def test_an_acquisition_raises_the_fence_of_every_store(

@@ -6,8 +6,6 @@ A store's test module subclasses ``ResumeReadConformance`` on its real server, w
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from agentrun import Backend
@@ -43,11 +41,6 @@ async def _written(backend: StoreSet, tenant: str) -> None:
 
 class ResumeReadConformance:
     """The suite; a subclass provides the ``backend`` fixture."""
-
-    @pytest.fixture
-    def tenant(self) -> str:
-        """A tenant of the test's own: one server serves the whole session."""
-        return f"tenant-{uuid.uuid4().hex[:12]}"
 
     async def test_one_read_decides_as_two(
         self, backend: Backend, tenant: str, monkeypatch: pytest.MonkeyPatch

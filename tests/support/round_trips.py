@@ -17,7 +17,6 @@ does not grow with the transcript and is not what these tests are about.
 
 from __future__ import annotations
 
-import uuid
 from typing import ClassVar
 
 import pytest
@@ -41,11 +40,6 @@ class RoundTripsConformance:
     @pytest.fixture
     def round_trips(self) -> list[str]:
         raise NotImplementedError("a store's subclass counts the requests its driver sends")
-
-    @pytest.fixture
-    def tenant(self) -> str:
-        """A tenant of the test's own: one server serves the whole session."""
-        return f"tenant-{uuid.uuid4().hex[:12]}"
 
     async def test_a_boundary_with_its_segment_and_charge_is_one_round_trip(
         self, backend: Backend, round_trips: list[str], tenant: str

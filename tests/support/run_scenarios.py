@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from collections.abc import Iterable, Iterator
 
 import pytest
@@ -106,10 +105,6 @@ def _losing_turn(stores: Backend, turn: int) -> tuple[Backend, LosingCheckpointS
 
 
 class RunScenarios:
-    @pytest.fixture
-    def tenant(self) -> str:
-        return f"tenant-{uuid.uuid4().hex[:12]}"
-
     async def kept(self, stores: Backend, tenant: str) -> list[str | bytes]:
         """Everything the stores keep for ``tenant``: every key, field and value, as stored."""
         raise NotImplementedError
