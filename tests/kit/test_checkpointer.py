@@ -53,7 +53,15 @@ from tests.kit.stores import (
     unavailable,
 )
 from tests.support.chain_faults import RecordingBoundaries
-from tests.support.frontiers import APPROVAL, RUN, TENANT, conversation, frontier, pending
+from tests.support.frontiers import (
+    APPROVAL,
+    RUN,
+    TENANT,
+    conversation,
+    frontier,
+    pending,
+    resolved,
+)
 
 
 def test_the_default_policy_writes_at_all_three_boundaries_under_one_mib() -> None:
@@ -291,12 +299,7 @@ async def _written(
         messages += (asked, *conversation(1, start=turn)[1:])
         receipt = await writer.write(frontier(messages=messages, iteration=turn))
         assert receipt is not None, writer.last_error
-        reader = Checkpointer(
-            backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-        )
-        found = await reader.resumable(TENANT, RUN)
-        assert found is not None
-        assert found[1] == messages
+        assert (await resolved(backend))[1] == messages
     return messages
 
 
@@ -393,7 +396,7 @@ async def test_a_round_too_large_to_merge_compacts_and_starts_the_next_round(
         backend.checkpoints, history=backend.history, boundaries=backend.boundaries
     )
     padded = await _written(
-        writer, backend, ROUND, padding=lambda _: "x" * (SEGMENT_BYTES // ROUND)
+        writer, backend, ROUND, padding=lambda _: "x" * (SEGMENT_BYTES // (ROUND - 1) + 1)
     )
     await _written(writer, backend, ROUND, after=padded)
     stored = await backend.history.fetch_all(TENANT, RUN)
@@ -421,12 +424,8 @@ async def test_a_failed_commit_leaves_a_chain_that_resolves(
         before, messages = messages, messages + conversation(1, start=turn)
         receipt = await writer.write(frontier(messages=messages, iteration=turn))
         assert (receipt is None) == (flaky.commits == failing)
-        reader = Checkpointer(
-            backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-        )
-        found = await reader.resumable(TENANT, RUN)
-        assert found is not None
-        assert found[1] == (messages if receipt is not None or landed else before)
+        landed_now = receipt is not None or landed
+        assert (await resolved(backend))[1] == (messages if landed_now else before)
 
 
 async def test_transient_segments_holding_segment_bytes_are_compacted_early(
@@ -457,8 +456,8 @@ async def test_a_merge_whose_reply_was_lost_is_merged_again_whatever_follows(
     lossy = RecordingBoundaries(backend.boundaries, {ROUND: "after"})
     writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=lossy)
     small = await _written(writer, backend, ROUND - 1)
-    lost = small + conversation(1, start=ROUND)
-    assert await writer.write(frontier(messages=lost, iteration=ROUND)) is None  # it landed
+    lost = small + conversation(1, start=ROUND - 1)
+    assert await writer.write(frontier(messages=lost, iteration=ROUND - 1)) is None  # it landed
     await _written(writer, backend, 3, padding=lambda _: "x" * SEGMENT_BYTES, after=lost)
 
 

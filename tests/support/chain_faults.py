@@ -26,7 +26,7 @@ from agentrun.checkpointing import COMPACT_AFTER, MERGE_AFTER, Checkpointer
 from agentrun.errors import StoreUnavailableError
 from agentrun.history import SegmentLister, previous_of
 from agentrun.messages import Message
-from tests.support.frontiers import RUN, conversation, frontier
+from tests.support.frontiers import RUN, conversation, frontier, resolved
 
 ROUND = COMPACT_AFTER * MERGE_AFTER
 BOUNDARIES = 2 * ROUND + COMPACT_AFTER + 5
@@ -98,15 +98,10 @@ class ChainFaultsConformance:
             assert (receipt is None) == (lossy.commits in schedule)
             if receipt is not None or schedule.get(lossy.commits) == "after":
                 landed = messages
-            reader = Checkpointer(
-                backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-            )
-            found = await reader.resumable(tenant, RUN)
-            assert found is not None
+            found = await resolved(backend, tenant)
             assert found[1] == landed, f"after commit {lossy.commits} (seed {seed})"
         assert isinstance(backend.history, SegmentLister)
         stored = await backend.history.fetch_all(tenant, RUN)
-        assert found is not None  # the last write's
         chain: set[str] = set()
         cursor = found[0].history_handle
         while cursor is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentrun.backend import StoreSet
+from agentrun.checkpointing import Checkpointer
 from agentrun.frontier import Boundary, Checkpoint, PendingApproval, PendingCall
 from agentrun.messages import Message, ToolCall
 
@@ -50,3 +52,16 @@ def pending(
         safe_to_repeat=safe_to_repeat,
         arguments_masked=arguments_masked,
     )
+
+
+async def resolved(
+    backend: StoreSet, tenant: str = TENANT
+) -> tuple[Checkpoint, tuple[Message, ...]]:
+    """The run's frontier and whole transcript as a fresh reader (a worker remembering nothing)
+    resolves them from ``backend``; it must have a frontier."""
+    reader = Checkpointer(
+        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+    )
+    found = await reader.resumable(tenant, RUN)
+    assert found is not None, f"run {RUN!r} of tenant {tenant!r} has no frontier"
+    return found
