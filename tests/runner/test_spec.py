@@ -164,12 +164,12 @@ async def test_environment_secrets_are_read_from_a_variable_named_for_the_refere
     assert await EnvironmentSecrets().resolve(ref) == "v"
 
 
-def test_a_tool_schema_is_built_once_and_each_caller_gets_its_own_copy(
+def test_a_tool_schema_is_built_with_the_tool_and_each_caller_gets_its_own_copy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A signature's schema is built once (pydantic builds it anew per call, and a run shows
-    the model its tools at every turn); changing the copy one caller got changes nothing for
-    the next."""
+    """A signature's schema is built once, with the tool (pydantic builds it anew per call, and
+    a run shows the model its tools at every turn); changing the copy one caller got changes
+    nothing for the next."""
 
     async def book(flight: str, seats: int = 1) -> str:
         return flight
