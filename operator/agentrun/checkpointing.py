@@ -147,6 +147,12 @@ class _Chain:
     compacted: tuple[str, ...] = ()
     """The compacted segments after ``merged``, oldest first: what the next merge replaces
     with ``recent``."""
+    unheard: tuple[str, ...] = ()
+    """The segments of commits that failed since the chain was last committed. Each may have
+    landed with its reply lost, named by a frontier but by no later segment (the writer goes on
+    from the chain it had), so the next commit with a segment drops them: it replaces that
+    frontier in the same commit, and a fence refuses it if another worker has taken the run
+    (and with it the chain) up meanwhile."""
 
     @classmethod
     def compacted_at(cls, head: str, length: int, context: bytes) -> _Chain:
@@ -172,6 +178,11 @@ class _Chain:
             start,
             (),
         )
+
+    def dropped_with(self, handle: str) -> tuple[str, ...]:
+        """The ``unheard`` segments a commit of the segment ``handle`` drops: all but that one
+        (the same messages again make the same segment, which the commit keeps)."""
+        return tuple(unheard for unheard in self.unheard if unheard != handle)
 
     def compaction(self, since_merged: Sequence[bytes]) -> tuple[ChainPoint, tuple[str, ...], bool]:
         """Where the compaction at hand starts, the segments it replaces, and whether it ends a
@@ -306,6 +317,7 @@ class Checkpointer:
             )
         started = time.perf_counter()
         spent: int | None = None
+        appended: tuple[_Chain, bytes, tuple[str, ...]] | None = None
         try:
             persisted, messages, appended = await self._persistable(checkpoint)
             payload = encode_spliced(persisted, messages)
@@ -334,6 +346,8 @@ class Checkpointer:
             raise
         except Exception as error:
             self.last_error = error
+            if appended is not None and appended[1]:
+                self._unheard(checkpoint, appended[0].head)
             return None
         if appended is not None:
             self._chains[(checkpoint.tenant, checkpoint.run_id)] = appended[0]
@@ -347,6 +361,12 @@ class Checkpointer:
             spent,
         )
         return self.last_write
+
+    def _unheard(self, checkpoint: Checkpoint, head: str) -> None:
+        """Remember the segment of a commit that failed (see ``_Chain.unheard``)."""
+        run = (checkpoint.tenant, checkpoint.run_id)
+        chain = self._chains.get(run, _START)
+        self._chains[run] = replace(chain, unheard=(*chain.unheard, head))
 
     @property
     def carries_charges(self) -> bool:
@@ -418,7 +438,7 @@ class Checkpointer:
             grown = _Chain.compacted_at(handle, len(checkpoint.messages), context)
             if not ends_round:
                 grown = replace(grown, merged=chain.merged, compacted=(*chain.compacted, handle))
-            return grown, (grown, segment, replaced)
+            return grown, (grown, segment, (*replaced, *chain.dropped_with(handle)))
         transient = self.boundaries is not None
         segment, body = encode_segment(
             chain.head or None,
@@ -436,9 +456,10 @@ class Checkpointer:
             # Only what a compaction will replace: without a BoundaryStore there is none.
             recent=(*chain.recent, handle) if transient else (),
             recent_bytes=chain.recent_bytes + fresh_bytes if transient else 0,
+            unheard=(),
         )
         if self.boundaries is not None:
-            return grown, (grown, segment, ())
+            return grown, (grown, segment, chain.dropped_with(handle))
         await self.history.put(
             checkpoint.tenant, checkpoint.run_id, segment, fence=checkpoint.fence
         )

@@ -428,6 +428,50 @@ async def test_a_failed_commit_leaves_a_chain_that_resolves(
         assert (await resolved(backend))[1] == (messages if landed_now else before)
 
 
+@pytest.mark.parametrize("failing", [3, COMPACT_AFTER, ROUND])
+async def test_the_segment_of_a_commit_whose_reply_was_lost_is_dropped_by_the_next(
+    backend: MemoryBackend, failing: int
+) -> None:
+    """A commit that landed with its reply lost leaves a segment the writer's next one does not
+    follow (a transient one, a compaction, a merge): that next commit drops it, with the
+    frontier that named it, so no segment lies beside the chain until the run is forgotten."""
+    assert backend.boundaries is not None
+    lossy = RecordingBoundaries(backend.boundaries, {failing: "after"})
+    writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=lossy)
+    messages: tuple[Message, ...] = ()
+    for turn in range(failing + 2):
+        messages += conversation(1, start=turn)
+        receipt = await writer.write(frontier(messages=messages, iteration=turn))
+        assert (receipt is None) == (turn + 1 == failing)
+        assert (await resolved(backend))[1] == messages
+        if receipt is None:  # it landed
+            assert lossy.handed[-1].handle in await backend.history.fetch_all(TENANT, RUN)
+    unheard = lossy.handed[failing - 1].handle
+    assert unheard in lossy.handed[failing].dropped
+    stored = await backend.history.fetch_all(TENANT, RUN)
+    assert unheard not in stored
+    assert len(_previous_handles(stored)) == len(stored)  # one chain, nothing beside it
+
+
+async def test_a_failed_commit_retried_with_the_same_messages_keeps_its_segment(
+    backend: MemoryBackend,
+) -> None:
+    """The same checkpoint written again after a failed commit makes the same segment: the
+    retry keeps it rather than drop what it stores."""
+    assert backend.boundaries is not None
+    lossy = RecordingBoundaries(backend.boundaries, {2: "before"})
+    writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=lossy)
+    first = frontier(messages=conversation(1), iteration=0)
+    second = frontier(messages=conversation(2), iteration=1)
+    assert await writer.write(first) is not None
+    assert await writer.write(second) is None
+    assert await writer.write(second) is not None
+    retried = lossy.handed[2]
+    assert retried.handle == lossy.handed[1].handle
+    assert retried.handle not in retried.dropped
+    assert (await resolved(backend))[1] == conversation(2)
+
+
 async def test_transient_segments_holding_segment_bytes_are_compacted_early(
     backend: MemoryBackend,
 ) -> None:
