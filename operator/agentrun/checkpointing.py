@@ -120,9 +120,9 @@ one-off replay, 2026-12-01). A merge costs ~4 ms of zstd where a compaction cost
 
 SEGMENT_BYTES = 256 * 1024
 """How much JSON a compacted or merged segment gathers, roughly: a compaction comes before the
-``COMPACT_AFTER``-th segment once the transient ones hold this much, and a merge that would
-hold more compacts instead (only what followed the last compacted segment) and starts the next
-round after it. A segment that size decompresses as fast per byte as any, and zstd at
+``COMPACT_AFTER``-th segment once the transient ones with the new messages hold this much, and
+a merge that would hold more compacts instead (only what followed the last compacted segment)
+and starts the next round after it. A segment that size decompresses as fast per byte as any, and zstd at
 ``ZSTD_LEVEL`` compresses ~35 MB/s here: without it 16 boundaries of 200 KB tool results would
 have held one boundary for ~90 ms, and stored 3 MB uncompressed meanwhile."""
 
@@ -140,7 +140,8 @@ class _Chain:
     recent: tuple[str, ...] = ()
     """The segments written after ``base``, oldest first: what the next compaction replaces."""
     recent_bytes: int = 0
-    """The JSON of the messages in ``recent``, in bytes."""
+    """The JSON of the messages in ``recent``, in bytes (about that for a chain taken up: its
+    segments' bodies)."""
     merged: ChainPoint = field(default_factory=ChainPoint)
     """The segment the ``compacted`` ones follow: the last merged one, or ``base`` as this
     worker took the chain up."""
@@ -174,7 +175,7 @@ class _Chain:
             read.context,
             start,
             recent,
-            read.unsettled_bytes if recent else 0,
+            read.unsettled_bytes if compacting else 0,
             start,
             (),
         )

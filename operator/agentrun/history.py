@@ -425,8 +425,8 @@ class ChainRead:
     unsettled: tuple[str, ...] = ()
     """The segments after ``settled``, oldest first, compressed against no dictionary: the
     transient ones (stored as they are) a former writer had not compacted yet, and, in the
-    ``DEFLATE`` and ``ZLIB_JSON`` forms, a chain's first compacted segment, which has no
-    dictionary either (compacting it again costs only CPU)."""
+    ``DEFLATE`` and ``ZLIB_JSON`` forms, any segment compressed from the chain's start, which
+    has no dictionary either (compacting it again costs only CPU)."""
     unsettled_bytes: int = 0
     """Their messages' JSON, in bytes."""
 

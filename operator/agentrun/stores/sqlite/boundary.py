@@ -44,7 +44,7 @@ class SqliteBoundaryStore:
                 store_segment(connection, tenant, run_id, boundary.segment, handle)
             connection.executemany(
                 "DELETE FROM agentrun_history WHERE tenant = ? AND run_id = ? AND handle = ?",
-                [(tenant, run_id, handle) for handle in boundary.dropped],
+                [(tenant, run_id, gone) for gone in boundary.dropped],
             )
             store_frontier(connection, tenant, run_id, fence, boundary.frontier)
             if charge is None:
