@@ -122,9 +122,9 @@ SEGMENT_BYTES = 256 * 1024
 """How much JSON a compacted or merged segment gathers, roughly: a compaction comes before the
 ``COMPACT_AFTER``-th segment once the transient ones with the new messages hold this much, and
 a merge that would hold more compacts instead (only what followed the last compacted segment)
-and starts the next round after it. A segment that size decompresses as fast per byte as any, and zstd at
-``ZSTD_LEVEL`` compresses ~35 MB/s here: without it 16 boundaries of 200 KB tool results would
-have held one boundary for ~90 ms, and stored 3 MB uncompressed meanwhile."""
+and starts the next round after it. A segment that size decompresses as fast per byte as any,
+and zstd at ``ZSTD_LEVEL`` compresses ~35 MB/s here: without it 16 boundaries of 200 KB tool
+results would have held one boundary for ~90 ms, and stored 3 MB uncompressed meanwhile."""
 
 
 @dataclass(frozen=True)
