@@ -7,8 +7,12 @@ starting again; ``continued`` builds the ``Continuation`` that crosses over.
 What crosses: the transcript as a handle (never inline), the counters as numbers, and the
 authority the run acts under (its grant and approval). What deliberately does not: the journal
 of steps — their results are already folded into the state, and replaying them is the cost being
-cut. A ``Continuation`` that dropped the grant or approval the run was acting under cannot be
-constructed (``ConfigurationError``): the new execution would otherwise carry on unapproved.
+cut. A ``Continuation`` whose ``grant`` or ``approval`` differs from the one its ``acting_under``
+names cannot be constructed (``ConfigurationError``): the new execution would otherwise carry on
+unapproved. ``continued`` fills ``acting_under`` from the frontier, so what it builds keeps the
+frontier's grant and approval; the model checks nothing else (a ``Continuation`` made directly with
+the default, empty ``acting_under`` is not checked, and ``scopes`` and ``user`` are copied by
+``continued`` but never compared).
 """
 
 from __future__ import annotations
@@ -45,7 +49,13 @@ class Authority(FrozenModel):
 
 class Continuation(FrozenModel):
     """What crosses into the next execution of a run: the transcript's handle, the counters and
-    the authority the run acts under; never the journal."""
+    the authority the run acts under; never the journal.
+
+    The one check: ``grant`` and ``approval`` must equal those of ``acting_under`` where it names
+    one (``ConfigurationError`` otherwise). ``acting_under`` is what the caller passes
+    (``continued`` passes the frontier's); left at its default it names nothing and nothing is
+    checked.
+    """
 
     run_id: str = Field(min_length=1)
     tenant: str = Field(min_length=1)
