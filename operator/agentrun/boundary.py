@@ -45,7 +45,8 @@ class BoundaryCommit:
 
     ``handle`` is the segment's handle, given by a writer that has it already (the
     ``Checkpointer`` named the segment in the frontier with it) so that the store does not digest
-    the segment again (~3 µs for a turn's 2.4 KB); left out, the store computes it. A store keys
+    the segment again (a cost per boundary the kit need not pay twice); left out, the store
+    computes it. A store keys
     the segment by it as given: a wrong one is refused by every read (``verified``)."""
 
     tenant: str

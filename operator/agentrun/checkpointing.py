@@ -35,9 +35,9 @@ previous is the last compacted (merged) one. Without a ``BoundaryStore`` nothing
 deleting a segment before the frontier that stops naming it has landed would leave a frontier naming
 a segment that is gone.
 
-Masking and encoding are the dearest part of a write when done for the whole transcript: ~50 ms
-and ~1 ms a MiB on the development machine, where a store's loopback round trip costs a fraction
-of a millisecond. So each message object is masked and encoded once, not at every boundary
+Masking and encoding are the dearest part of a write when done for the whole transcript, far
+dearer than a store's loopback round trip (``bench/README.md``). So each message object is
+masked and encoded once, not at every boundary
 (``_MessageMemo``), and a write costs what its newest messages cost to mask and encode, plus
 joining the remembered bytes of the rest.
 """
@@ -112,19 +112,19 @@ replaces them (see ``Checkpointer``)."""
 MERGE_AFTER = 4
 """Every ``MERGE_AFTER``-th compaction merges: its segment holds everything since the last
 merged one, replacing the compacted segments in between too (64 boundaries' messages in one
-segment, ~150 KB of JSON in the booking conversation of ``bench.peers_run``). A resume pays
-~15 µs a segment besides the bytes (a zstd context and dictionary, the digest, the parse), and
-a larger frame compresses better: the 126 segments of 1,000 turns of that conversation regrouped
-as 32 frames decompressed in 3.8 ms instead of 6.2 and stored 716 KB instead of 731 KB (a
-one-off replay, 2026-12-01). A merge costs ~4 ms of zstd where a compaction costs ~1.3."""
+segment, ~150 KB of JSON in the booking conversation of ``bench.peers_run``). A resume pays a
+fixed cost a segment besides the bytes (a zstd context and dictionary, the digest, the parse),
+and a larger frame compresses better: fewer, larger frames decompress faster and store less. A
+merge costs more zstd than a compaction (``bench/README.md``)."""
 
 SEGMENT_BYTES = 256 * 1024
 """How much JSON a compacted or merged segment gathers, roughly: a compaction comes before the
 ``COMPACT_AFTER``-th segment once the transient ones with the new messages hold this much, and
 a merge that would hold more compacts instead (only what followed the last compacted segment)
 and starts the next round after it. A segment that size decompresses as fast per byte as any,
-and zstd at ``ZSTD_LEVEL`` compresses ~35 MB/s here: without it 16 boundaries of 200 KB tool
-results would have held one boundary for ~90 ms, and stored 3 MB uncompressed meanwhile."""
+and without the bound a compaction after 16 boundaries of large tool results would hold one
+boundary for as long as zstd at ``ZSTD_LEVEL`` takes over megabytes, and store them
+uncompressed meanwhile (``bench/README.md``)."""
 
 
 @dataclass(frozen=True)
@@ -227,8 +227,8 @@ class _MessageMemo:
     write therefore masks and encodes only its newest messages and splices the rest in as bytes
     (``encode_spliced`` inline, the segment's JSON array out of line, whose compacted and merged
     segments gather 16 or 64 boundaries' messages again): masking and encoding the whole
-    transcript at every boundary cost ~50 ms and ~1 ms a MiB, against a loopback round trip of a
-    fraction of a millisecond. The memo is keyed by identity, not by value: a message holds
+    transcript at every boundary cost far more than a loopback round trip (see the module's
+    docstring). The memo is keyed by identity, not by value: a message holds
     dicts and so has no hash, and comparing values would cost as much as masking. Identity is
     sound because messages are frozen (the out-of-line path relies on that too, appending only
     what is past the chain). An entry goes when its message is collected, so a long-lived

@@ -16,9 +16,10 @@ or 64 boundaries' messages when compacted or merged, too little for any compress
 each is compressed with the chain's preceding 32 KB as its dictionary. By default
 (``SegmentForm.ZSTD``, since kit 0.2.0) a segment that stays is a zstd frame against that
 context as a raw-content dictionary:
-on the 200-turn booking run of ``bench.boundaries`` a chain stores 0.98x zlib -6 of the whole
-transcript written once, where raw deflate against the same 32 KB (zlib's whole window) stored
-1.013x, and reads back a little faster. A transient segment (one the next compacted segment
+on the 200-turn booking run of ``bench.boundaries`` a chain stores a little less than zlib -6
+of the whole transcript written once, where raw deflate against the same 32 KB (zlib's whole
+window) stores a little more, and it reads back a little faster (``bench/README.md``). A
+transient segment (one the next compacted segment
 replaces) is raw deflate at level 0: stored, not compressed (see ``encode_segment``).
 
 What is stored (``ZSTD_SEGMENT``, and ``SEGMENT`` for raw deflate): four bytes naming the form,
@@ -80,8 +81,8 @@ class SegmentForm(StrEnum):
 
     DEFLATE = "deflate"
     """``SEGMENT``: the previous digest once, raw deflate of the messages throughout. Resumes as
-    fast as ``ZSTD`` and stores ~3 % more; its compacting boundary costs ~0.4 ms less at the
-    p99 (``bench.boundaries --segment-form``)."""
+    fast as ``ZSTD`` and stores a little more; its compacting boundary costs a little less at
+    the p99 (``bench.boundaries --segment-form``)."""
     ZLIB_JSON = "zlib-json"
     """``COMPRESSED``: the only form releases up to kit 0.1.0 (chart 0.2.0) read; larger (the
     previous handle twice, in text) and slower to resume."""
@@ -165,11 +166,10 @@ async def append_transcript(
 
 
 ZSTD_LEVEL = 10
-"""zstd's level for the segments that stay, in ``SegmentForm.ZSTD``. Measured once (2026-11-30,
-a one-off script over the 200-turn booking conversation of ``bench.boundaries``), its 25
-compacted segments against 32 KB stored 147 KB at level 10 (1.5 ms a segment) against 151 KB at
-9 (0.9 ms), 144 KB at 11 (3.4 ms) and 153 KB for deflate level 6 (0.9 ms): 10 is the first
-below zlib -6 of the whole transcript (152 KB) and the last before the cost doubles."""
+"""zstd's level for the segments that stay, in ``SegmentForm.ZSTD``: over the compacted
+segments of the 200-turn booking conversation of ``bench.boundaries``, 10 is the first level
+that stores less than zlib -6 of the whole transcript and the last before the time a segment
+doubles (``bench/README.md``)."""
 
 
 def encode_segment(
@@ -190,9 +190,9 @@ def encode_segment(
     one the next compacted segment replaces (kept for at most 15 boundaries), is not compressed:
     a deflate stream at level 0 (stored blocks, no dictionary, in every form), which every
     reader since the first segment form reads as it reads any deflate stream. Deflate level 1
-    against the last 4 KB took ~25 µs for a turn of the booking conversation of
-    ``bench.boundaries`` (~540 bytes from ~2,360), level 0 takes ~2 µs: on PostgreSQL that was
-    a third of the kit's CPU in a boundary, and the server compresses a value over 2 KB itself
+    against the last 4 KB was, on PostgreSQL, a third of the kit's CPU in a boundary, where
+    level 0 costs next to nothing (``bench/README.md``), and the server compresses a value
+    over 2 KB itself
     (lz4 TOAST) before it reaches the WAL. What a run keeps is unchanged, the compacted
     segments; what is handed over grows (see bench/README.md). The header says how much
     context was used (none here), so a reader needs to know neither. ``form`` is what older
@@ -507,8 +507,8 @@ def _collector_paused() -> Iterator[None]:
     Decoding a transcript makes tens of thousands of container objects (every message, part,
     tool call and argument), none of them garbage, and the collector runs every 700 new ones,
     each run scanning the objects made since and, now and then, the whole heap: at 200 turns
-    that was about half of the decoding (measured: 5.9 ms with it against 1.7 ms without, for
-    the 402 messages). Reference counting still frees everything as usual; the objects are
+    that was about half of the decoding (``bench/README.md``). Reference counting still frees
+    everything as usual; the objects are
     only looked at once, by the first collection after this, instead of over and over during
     it. Nothing here awaits, so no other coroutine runs while it is off; another thread that
     finds it off and switches it on again early only costs this decoding its speed.

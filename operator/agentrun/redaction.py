@@ -97,8 +97,8 @@ BUILTIN_PATTERNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("sendgrid", r"\b(?P<secret>SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,})", ("SG.",)),
     ("digitalocean", r"\b(?P<secret>do[por]_v1_[a-f0-9]{64})", ("_v1_",)),
     ("shopify", r"\b(?P<secret>shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32})", ("shp",)),
-    # "SK" and a hex digit rather than "SK": looking for two characters with ``in`` cost ~3 µs
-    # for 4 KB, and in the automaton they would turn its prefilter off (``SHORTEST_SCANNED``).
+    # "SK" and a hex digit rather than "SK": looking for two characters with ``in`` costs a scan
+    # of the text, and in the automaton they would turn its prefilter off (``SHORTEST_SCANNED``).
     (
         "twilio",
         r"\b(?P<secret>SK[0-9a-f]{32})\b",
@@ -135,7 +135,7 @@ BUILTIN_PATTERNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"|private[_-]?key|x-api-key)\b[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;&}]{3,})",
         # Every keyword in full, not "key" and "token": those are in half the JSON a tool
         # returns (idempotency_key, next_page_token, tokens), and each hit costs a search of
-        # this pattern, the dearest of all (~0.25 ms for 3.8 KB).
+        # this pattern, the dearest of all.
         (
             "passw",
             "passphrase",
@@ -191,9 +191,9 @@ class Rule:
     """A pattern, and literals one of which every match of it contains (none: always searched).
 
     ``re`` cannot jump ahead to a pattern that starts with ``\\b`` or a character class, so a
-    search steps through every character, about 13 µs a KB per pattern here (the assignment
-    pattern, about 70), and the built-in set costs some 0.35 ms a KB. An automaton finds every
-    literal of the rules in one pass (``_Literals``, about 0.5 µs a KB) and most text holds none
+    search steps through every character, for every pattern of the built-in set. An automaton
+    finds every literal of the rules in one pass (``_Literals``, a small fraction of one such
+    search; ``bench/README.md``) and most text holds none
     of a pattern's, so the pattern is only searched in text that holds one (see
     ``Redactor._holding_a_literal``). A case-insensitive pattern's literals (lower case) are
     looked for in the text as ``fold`` leaves it, where every character that ``re`` matches to a
@@ -233,7 +233,7 @@ class Rule:
         """``pattern.subn(replace, text)``, searched only in windows around the literals.
 
         ``re`` tries a pattern that starts with ``\\b`` at every character: for the assignment
-        pattern about 70 µs a KB, where one scan for its literals costs a few. A match holds a
+        pattern that is many times what one scan for its literals costs. A match holds a
         literal, and from the match's start up to that literal there are only letters, digits,
         ``_`` and ``-``; so the leftmost match starts in the run of those just before some
         occurrence of a literal, or at it. Those positions alone are tried, in order, each once,
@@ -289,18 +289,18 @@ class _Literals:
 
     Aho-Corasick automata in Rust (``ahocorasick_rs``): every literal at once, in one pass
     whatever their number. Before them the kit scanned with ``re`` once per literal's rarest
-    character (18 scans of a 3.8 KB tool result, ~30-40 µs); ``pyahocorasick`` walks its trie at
-    ~7 ns a character, no faster than those scans.
+    character (18 scans of a tool result); ``pyahocorasick`` walks its trie a character at a
+    time, no faster than those scans (``bench/README.md``).
 
-    A search for overlapping matches has no prefilter and costs ~2 ns a byte; a leftmost search
-    has a SIMD one (Teddy), under 1 ns a byte, when there are at most 64 literals of
-    ``SHORTEST_SCANNED`` bytes or more (with 65 it costs 3x more). So the leftmost search goes
+    A search for overlapping matches has no prefilter; a leftmost search has a SIMD one (Teddy)
+    when there are at most 64 literals of ``SHORTEST_SCANNED`` bytes or more, and without it
+    costs several times more. So the leftmost search goes
     over the text, and the overlapping one only where it found a literal that may hide another
     (``_may_hide``): an occurrence it skipped starts inside one it reported (it reports the
     leftmost start, then resumes at that match's end), so searching from each reported start to
     its end plus the longest literal finds every one (``passphrase`` running into ``secret``).
     Most text holds none, and costs the one leftmost pass. The automata search bytes (their
-    ``str`` API maps byte offsets to characters, ~3 µs for 4 KB even when nothing is found, and
+    ``str`` API maps byte offsets to characters, a cost a text even when nothing is found, and
     refuses a lone surrogate): an ASCII text's byte offsets are its character offsets, and in
     other text the few matches are counted back to characters.
     """
@@ -381,9 +381,9 @@ def _may_hide(literal: bytes, literals: Sequence[bytes]) -> bool:
 
 SHORTEST_SCANNED = 3
 """Literals shorter than this (``@``) are looked for with ``str.find`` rather than by the
-leftmost search: one of one or two characters turns its prefilter off, and the pass costs ~3x
-more. One character is a ``memchr`` (~0.1 µs for 4 KB); two, a search about as dear as the
-automaton's (~3 µs), so a built-in rule lists longer ones."""
+leftmost search: one of one or two characters turns its prefilter off, and the pass costs
+several times more. One character is a ``memchr``, next to free; two, a search about as dear as
+the automaton's, so a built-in rule lists longer ones."""
 
 
 @dataclass(frozen=True)
@@ -489,8 +489,8 @@ class Redactor:
 
         Two searches (``_Literals``): the literals looked for as they are in the text, those of
         case-insensitive rules in the text folded (``fold``). Before, ``re`` scanned once per
-        literal's rarest character, ~30-40 µs for 3.8 KB of prose and JSON; one ``in`` per
-        literal took ~70 µs, one alternation of them all ~55 (``re`` has no fast path for it).
+        literal's rarest character; one ``in`` per literal, or one alternation of them all, cost
+        more still (``re`` has no fast path for it).
         """
         held: dict[int, list[int]] = {index: [] for index in self._unconditional}
         for gate in self._gates:
@@ -551,7 +551,7 @@ class Redactor:
 
     def _masked_part(self, part: TextPart, held: dict[int, list[int]] | None) -> TextPart:
         """``part`` itself when masking leaves its text alone: a copy of a model and comparing
-        it cost ~3 µs of a tool result's ~15 where a keyword sent it through the rules."""
+        it cost a fifth of a tool result's masking where a keyword sent it through the rules."""
         text = self._masked(part.text, held) if held is not None else self.mask(part.text)
         return part if text is part.text else part.model_copy(update={"text": text})
 

@@ -116,8 +116,8 @@ class SignatureArguments:
         self.wants_key = KEY_PARAMETER in signature.parameters
         """Whether the function takes the idempotency key; read once, not per call."""
         self._schema: dict[str, JsonValue] = self.model.model_json_schema()
-        """Built once: pydantic builds a model's JSON schema anew at every call (~170 µs for
-        a three-argument tool), and a run shows the model its tools at every take."""
+        """Built once: pydantic builds a model's JSON schema anew at every call, dearly for
+        what it is, and a run shows the model its tools at every take."""
         self._schema.pop("title", None)
 
     @property

@@ -1,10 +1,10 @@
 """One pooled connection kept between calls, for the pools ``open_backend`` makes.
 
-Why: asyncpg's ``acquire`` and ``release`` cost ~50 µs a pair inside a run (a proxy object, an
-idle timer set and cancelled, a release shielded in a task of its own that takes event-loop turns
-of its own). With fsync on that is a tenth of a boundary's commit: interleaved on one server
-(2026-12-01), a boundary statement took 0.37 ms through the stores' pool and 0.32 ms on a
-connection held between calls. A run's calls come one after another, so in a worker with one run
+Why: asyncpg's ``acquire`` and ``release`` cost a pair inside a run (a proxy object, an idle
+timer set and cancelled, a release shielded in a task of its own that takes event-loop turns of
+its own). With fsync on that is a tenth of a boundary's commit: a boundary statement is faster on
+a connection held between calls than through the stores' pool (``bench/README.md``). A run's
+calls come one after another, so in a worker with one run
 one connection kept out of the pool between them serves nearly all of them; where several runs
 share the backend (an operator replica) it serves one call at a time and the others take pooled
 connections.

@@ -204,8 +204,8 @@ class Database:
             connection = None if lane is None else await lane.take()
             if connection is None:
                 # A pool with an idle connection hands it over without waiting, so the
-                # acquisition needs no timeout then; asyncpg's costs a timer task a call (~8 µs,
-                # 3% of a 10 KB checkpoint write). Nothing runs between the check and the
+                # acquisition needs no timeout then; asyncpg's costs a timer task a call (a few
+                # hundredths of a small checkpoint write). Nothing runs between the check and the
                 # acquisition on this loop.
                 timeout = None if self.pool.get_idle_size() else self.timeout
                 connection = await self.pool.acquire(timeout=timeout)

@@ -41,9 +41,9 @@ def _commit_statement(*, segment: bool, dropped: bool, charge: bool) -> str:
     Every boundary upserts the frontier behind the fence; a segment, the deletion of the
     segments a compacted one replaces and a charge are each a CTE of their own, left out of the
     statement when the boundary has none. A CTE that writes nothing still costs the server its
-    planning and execution: replaying the 200-turn booking run's commits (fsync on, a one-off
-    script, 2026-12-01), a boundary took 0.59 ms with every CTE and 0.49 ms with its shape's,
-    against 0.53 ms for a bare two-row upsert of the same bytes. Parameters: $1 tenant, $2 run
+    planning and execution: replaying the 200-turn booking run's commits, a boundary with only
+    its shape's CTEs was faster than one with every CTE, and than a bare two-row upsert of the
+    same bytes (``bench/README.md``). Parameters: $1 tenant, $2 run
     id, $3 fence, $4 frontier, then the segment's handle and bytes, the charge's id and micros
     and the dropped handles, numbered on in that order for the parts present.
     """

@@ -258,8 +258,9 @@ class RedisStore:
         Not a transaction: each command is atomic on its own, and callers are built so that
         stopping between two of them leaves nothing that matters (see the checkpoint store). On a
         single server the commands go straight onto one pooled connection, which costs about a
-        third of the driver's pipeline object in Python (~30 µs a call, as much as Redis's own
-        work on a 10 KB ``SET``); the driver still packs, sends and reads, and drops a connection
+        third of the driver's pipeline object in Python (whose cost a call is as much as Redis's
+        own work on a small ``SET``); the driver still packs, sends and reads, and drops a
+        connection
         whose exchange broke or was cancelled. On a Cluster they go through the driver's pipeline,
         which routes by the first key: every key of a run shares its slot.
         """

@@ -5,7 +5,8 @@ payload under a staging key of its own in the run's slot (with a TTL), then a sc
 the run's fence and ``RENAME``s the staging key into place, or deletes it if the fence is stale.
 So a superseded worker can never overwrite its successor's frontier, and the payload never passes
 through Lua: handing a script the bytes costs Redis a copy into the Lua heap and another out of
-it, measured at 1.3x a plain ``SET`` at 10 KB, 2x at 100 KB and 7x at 1 MiB, where staging costs
+it, a cost that grows with the payload well past a plain ``SET``'s (``bench/README.md``), where
+staging costs
 about what one more small command does. A staging key whose script never ran (the writer died
 between the two, or the connection broke) expires by itself. Each put stages under a fresh random
 name, so a stale writer and its successor writing at once cannot take each other's bytes.

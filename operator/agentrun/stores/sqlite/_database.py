@@ -14,7 +14,8 @@ deferred transaction would not do: in WAL mode its upgrade from reader to writer
 with SQLITE_BUSY instead of waiting its turn. Reads are single statements in autocommit mode and,
 in WAL mode, never wait for a writer.
 
-**Waiting is bounded.** ``busy_timeout`` (5000 ms unless the URL says ``?busy_timeout=MS``)
+**Waiting is bounded.** ``busy_timeout`` (five seconds unless the URL says
+``?busy_timeout=MS``, in milliseconds)
 bounds how long a write waits for another process's lock. Past it SQLite answers SQLITE_BUSY,
 which surfaces as a retryable ``StoreUnavailableError``, never as a hang. Every ``sqlite3``
 error is translated here, in ``Database._call``, and nowhere else.
@@ -25,9 +26,9 @@ What NORMAL can lose is the last transactions before a power loss or kernel cras
 fsyncs the WAL only at checkpoints. The kit writes a tool call's intent before the tool is handed
 the call, and that record must outlive whatever the tool did: a seat booked with an airline
 survives this machine losing power, so the record that says "this was dispatched" must too.
-FULL fsyncs the WAL at every commit; that is the price of the promise. Measured on the
-development machine (SQLite 3.40, ext4 on a virtual disk), a checkpoint ``put`` took 0.22 ms
-(median) for 10 KB and 1.7 ms for 1 MiB with FULL, against 0.05 ms and 1.0 ms with NORMAL.
+FULL fsyncs the WAL at every commit; that is the price of the promise: a checkpoint ``put``
+costs several times what it does with NORMAL for a small frontier, less so for a large one
+(``bench/README.md``).
 
 **The database's clock.** ``NOW_US`` is the database's own ``julianday('now')`` as integer
 microseconds since the Unix epoch. SQLite's 'now' has millisecond resolution and is the same for
