@@ -4,7 +4,8 @@ Each suite is a pytest base class. A subclass (named ``Test...``) provides a ``b
 yielding a ``Backend`` (the suite tests the store it is about), or a ``store`` fixture yielding
 one store on its own; where its clock can be moved, it overrides ``pass_time``. By default time
 passes for real, so the TTLs the suites use are short. Tests isolate themselves by
-tenant, so one database may serve the whole suite. The suites need pytest and pytest-asyncio.
+tenant, so one database may serve the whole suite. The suites need pytest and pytest-asyncio, which
+the ``testing`` extra brings (``pip install 'agentrun[testing]'``).
 
 Checkpoint payloads in the suites are JSON documents (what ``frontier.encode`` produces) and are
 compared as JSON, so a store may keep them as ``jsonb``.
