@@ -287,7 +287,7 @@ def _concept_rows() -> list[tuple[str, str, str]]:
 
 def _modules_at(where: str) -> list[ModuleType]:
     """The modules the paths of a "where" cell name (a file, or a folder and what it holds)."""
-    found = []
+    found: list[ModuleType] = []
     for span in _SPAN.findall(where):
         if not _PATH.fullmatch(span) or not (span.endswith(".py") or span.endswith("/")):
             continue
