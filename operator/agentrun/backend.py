@@ -32,11 +32,45 @@ from agentrun.redaction import Masker
 class CheckpointStore(Protocol):
     """One frontier per run; last write wins within a fence; a lower fence is refused."""
 
-    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None: ...
+    async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
+        """Replace the run's frontier with ``payload`` in one atomic, fenced step.
 
-    async def latest(self, tenant: str, run_id: str) -> bytes | None: ...
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+            payload: The frontier's bytes, as ``Checkpointer.write`` encoded them.
+            fence: The writer's fence.
 
-    async def forget(self, tenant: str, run_id: str) -> None: ...
+        Raises:
+            StaleFenceError: ``fence`` is below the run's fence mark (another worker has the run).
+            CheckpointTooLargeError: The payload is over what the store takes.
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
+
+    async def latest(self, tenant: str, run_id: str) -> bytes | None:
+        """The run's frontier as stored.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+
+        Returns:
+            The frontier's bytes, or None when the run has none.
+
+        Raises:
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        """Drop the run's frontier.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+
+        Raises:
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
 
 class Backend(Protocol):

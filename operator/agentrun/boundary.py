@@ -67,6 +67,17 @@ class BoundaryStore(Protocol):
         and delete the ``dropped`` segments, all or nothing; return the run's total spend after
         the charge (None without a charge).
         Raise ``StaleFenceError``, having written nothing, for a fence below the run's highest.
+
+        Args:
+            boundary: Everything the boundary makes durable, masked and encoded.
+
+        Returns:
+            The run's total spend after the charge, in micros; None without a charge.
+
+        Raises:
+            StaleFenceError: The boundary's fence is below the run's; nothing was written.
+            BudgetExceededError: The charge would exceed its budget; nothing was written.
+            StoreUnavailableError: The store could not be reached or answered with an error.
         """
 
 

@@ -265,7 +265,23 @@ class Checkpointer:
 
     A write that fails (over the cap, a store away) leaves ``last_error`` and the live run goes
     on; only ``StaleFenceError`` propagates, since it says the run is another worker's now. It
-    also reads frontiers back (``latest``, ``transcript``) and forgets runs."""
+    also reads frontiers back (``latest``, ``transcript``) and forgets runs.
+
+    Args:
+        store: Where the frontiers are kept.
+        policy: The boundaries written at and the largest frontier, in bytes (default: every
+            boundary, 1 MiB).
+        extra_patterns: Regular expressions masked besides the built-in secret shapes (without
+            ``masker``).
+        redact: Whether to mask at all (without ``masker``; default True).
+        history: Where transcripts are kept out of line, in segments; None keeps them inline.
+        masker: The run's redaction, shared with what else writes for the run.
+        boundaries: Commits a whole boundary at once, in the same database as ``store``,
+            ``history`` and the runner's ledger.
+
+    Raises:
+        ConfigurationError: An entry of ``extra_patterns`` is not a regular expression.
+    """
 
     def __init__(
         self,
@@ -295,6 +311,18 @@ class Checkpointer:
         self._chains: dict[tuple[str, str], _Chain] = {}
 
     def writes_at(self, boundary: Boundary) -> bool:
+        """Whether the policy writes at ``boundary`` (a frontier holding intent is written at
+        any boundary, see ``write``).
+
+        Args:
+            boundary: The boundary asked about.
+
+        Returns:
+            Whether the policy names it.
+
+        Raises:
+            Nothing: It reads the policy only.
+        """
         return boundary in self.policy.boundaries
 
     async def write(
@@ -308,6 +336,18 @@ class Checkpointer:
         and a receipt without ``spent`` says it was not made (the caller charges the ledger).
         Returns the receipt, or None when skipped or refused (then ``last_error`` says why; a
         skipped boundary leaves an earlier error in place). Raises only ``StaleFenceError``.
+
+        Args:
+            checkpoint: The frontier to write.
+            charge: The model call's charge, committed with the frontier (only with a
+                ``BoundaryStore``).
+
+        Returns:
+            The ``WriteReceipt``, or None when skipped or when the write failed.
+
+        Raises:
+            StaleFenceError: The frontier's fence is below the run's: another worker has it.
+            ConfigurationError: ``charge`` was given without a ``BoundaryStore``.
         """
         if not self.writes_at(checkpoint.boundary) and not checkpoint.holds_intent:
             return None
@@ -468,7 +508,19 @@ class Checkpointer:
         return grown, None
 
     async def latest(self, tenant: str, run_id: str) -> Checkpoint | None:
-        """The run's frontier, read (format first) but with the transcript still a handle."""
+        """The run's frontier, read (format first) but with the transcript still a handle.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+
+        Returns:
+            The ``Checkpoint``, or None when the run has none.
+
+        Raises:
+            CheckpointFormatError: The frontier is in a format this kit cannot read.
+            StoreUnavailableError: A store could not be reached or answered with an error.
+        """
         payload = await self.store.latest(tenant, run_id)
         return None if payload is None else decode(payload, run_id=run_id)
 
@@ -477,7 +529,21 @@ class Checkpointer:
     ) -> tuple[Checkpoint, tuple[Message, ...]] | None:
         """The run's frontier and its whole conversation (None without a frontier): in one round
         trip when the ``BoundaryStore`` is a ``RunReader`` and the transcript is this
-        checkpointer's own history, else the frontier and then the transcript."""
+        checkpointer's own history, else the frontier and then the transcript.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+            history: Where the transcript is (default: this checkpointer's history store).
+
+        Returns:
+            The frontier and the whole conversation, or None when the run has no frontier.
+
+        Raises:
+            CheckpointFormatError: The frontier is in a format this kit cannot read.
+            HistoryUnavailableError: The transcript the frontier names does not resolve.
+            StoreUnavailableError: A store could not be reached or answered with an error.
+        """
         if isinstance(self.boundaries, RunReader) and history in (None, self.history):
             payload, segments = await self.boundaries.read_run(tenant, run_id)
             return await self.read_back(run_id, payload, segments, history)
@@ -492,7 +558,22 @@ class Checkpointer:
         history: HistoryStore | None = None,
     ) -> tuple[Checkpoint, tuple[Message, ...]] | None:
         """The frontier and its whole conversation from what a ``RunReader`` read at once (the
-        frontier's bytes, None when there is none, and the run's segments)."""
+        frontier's bytes, None when there is none, and the run's segments).
+
+        Args:
+            run_id: The run's id.
+            payload: The frontier's bytes, or None.
+            segments: The run's segments by handle, as stored.
+            history: Where a segment missing from ``segments`` is fetched (default: this
+                checkpointer's history store).
+
+        Returns:
+            The frontier and the whole conversation, or None without a frontier.
+
+        Raises:
+            CheckpointFormatError: The frontier is in a format this kit cannot read.
+            HistoryUnavailableError: The transcript the frontier names does not resolve.
+        """
         if payload is None:
             return None
         checkpoint = decode(payload, run_id=run_id)
@@ -509,6 +590,19 @@ class Checkpointer:
         ``listed``, the run's segments as stored, when they were read already).
 
         Also remembers the chain, so the next write of this run appends after it.
+
+        Args:
+            checkpoint: The frontier whose conversation to read.
+            history: Where the transcript is (default: this checkpointer's history store).
+            listed: The run's segments by handle, as stored, when they were read already.
+
+        Returns:
+            The whole conversation, oldest message first.
+
+        Raises:
+            HistoryUnavailableError: No history store is configured, a segment is missing or
+                does not match its handle, or the message count is not the frontier's.
+            StoreUnavailableError: A store could not be reached or answered with an error.
         """
         if checkpoint.history_handle is None:
             return checkpoint.messages
@@ -536,6 +630,15 @@ class Checkpointer:
         return messages
 
     async def forget(self, tenant: str, run_id: str) -> None:
+        """Drop the run's frontier and, with a history store, its transcript.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+
+        Raises:
+            StoreUnavailableError: A store could not be reached or answered with an error.
+        """
         self._chains.pop((tenant, run_id), None)
         await self.store.forget(tenant, run_id)
         if self.history is not None:

@@ -101,13 +101,48 @@ class HistoryStore(Protocol):
     """Stores segments by content. Implementations call ``handle_for`` and ``verified``."""
 
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
-        """Store ``segment`` and return its handle; refuse a fence below the run's highest."""
+        """Store ``segment`` and return its handle; refuse a fence below the run's highest.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+            segment: The segment's bytes, as ``encode_segment`` made them.
+            fence: The writer's fence.
+
+        Returns:
+            The segment's handle (``handle_for`` its bytes).
+
+        Raises:
+            StaleFenceError: ``fence`` is below the run's fence mark (another worker has the run).
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
     async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
-        """Return the segment's bytes, verified against the handle."""
+        """Return the segment's bytes, verified against the handle.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+            handle: The segment's handle.
+
+        Returns:
+            The segment's bytes.
+
+        Raises:
+            HistoryUnavailableError: No segment has that handle, or its bytes do not match it.
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        """Drop every segment of the run."""
+        """Drop every segment of the run.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+
+        Raises:
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
 
 @runtime_checkable

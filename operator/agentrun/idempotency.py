@@ -134,21 +134,91 @@ class IdempotencyStore(Protocol):
         tool: str | None = None,
     ) -> Claim:
         """Claim ``key`` in flight unless a live record holds it; never overwrite one.
-        ``call_id`` and ``tool`` name the call the claim is for, kept with the record."""
+        ``call_id`` and ``tool`` name the call the claim is for, kept with the record.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+            key: The call's idempotency key or dispatch marker.
+            holder: The worker claiming it.
+            fence: The claimant's fence.
+            ttl: Seconds the claim lives on the store's clock; None (the default) for no expiry.
+            call_id: The id of the call the claim is for, or None.
+            tool: The name of the tool the call is for, or None.
+
+        Returns:
+            The ``Claim``: ``won``, with the record now under ``key`` (the claimant's, or the
+            live one that holds it).
+
+        Raises:
+            StaleFenceError: ``fence`` is below the run's fence mark (another worker has the run).
+            ConfigurationError: An id or key no store can keep (see ``agentrun.identifiers``).
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
     async def record(
         self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
     ) -> None:
-        """Settle this holder's claim with ``outcome``."""
+        """Settle this holder's claim with ``outcome``.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+            key: The claimed key.
+            outcome: What the call returned, as the model will see it.
+            holder: The worker that holds the claim.
+            fence: That worker's fence.
+
+        Raises:
+            StaleFenceError: ``fence`` is below the run's fence mark, or the claim is not this
+                holder's (``not_holder``).
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
     async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
-        """Drop this holder's in-flight claim (the call was never handed to its tool)."""
+        """Drop this holder's in-flight claim (the call was never handed to its tool).
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+            key: The claimed key.
+            holder: The worker that holds the claim.
+            fence: That worker's fence.
+
+        Raises:
+            StaleFenceError: ``fence`` is below the run's fence mark, or the claim is not this
+                holder's (``not_holder``).
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
-        """The live record under ``key``, or None (an expired claim reads as None)."""
+        """The live record under ``key``, or None (an expired claim reads as None).
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+            key: The key to read.
+
+        Returns:
+            The ``IdempotencyRecord``, or None.
+
+        Raises:
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
     async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
-        """Every live record of the run, in no particular order (an expired claim is none)."""
+        """Every live record of the run, in no particular order (an expired claim is none).
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+
+        Returns:
+            A ``ListedRecord`` (key and record) for each live record.
+
+        Raises:
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
     async def settle(
         self,
@@ -168,10 +238,35 @@ class IdempotencyStore(Protocol):
         answer is written only while that claim is still the record, atomically. An answer
         delivered late (its writer paused) must not erase a newer claim, made after the first
         delivery said the call had not run: that claim's call may be under way. Returns whether
-        the answer was written."""
+        the answer was written.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+            key: The undecidable call's key.
+            outcome: What the call returned, or None when it did not run.
+            by: Who answered (a person's name, kept with the record).
+            claimed_by: The (holder, fence) of the in-flight claim answered; None writes the
+                answer whatever the record is.
+
+        Returns:
+            Whether the answer was written.
+
+        Raises:
+            ConfigurationError: An id or key no store can keep (see ``agentrun.identifiers``).
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        """Drop every record of the run."""
+        """Drop every record of the run.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+
+        Raises:
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
 
 class MaskedOutcomes:

@@ -77,16 +77,61 @@ class LeaseStore(Protocol):
 
     async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
         """Take the lease with a fence higher than any before, unless another holder's is live
-        (``RunLeaseError`` naming it). The same holder may take its own live lease again."""
+        (``RunLeaseError`` naming it). The same holder may take its own live lease again.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+            holder: The worker taking the lease.
+            ttl: Seconds the lease lives without renewal, on the store's clock.
+
+        Returns:
+            The ``RunLease``, with its new fence and the time left.
+
+        Raises:
+            RunLeaseError: Another holder's lease is live; the error names it.
+            ConfigurationError: ``ttl`` is not a positive number, or an id no store can keep.
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
     async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
-        """Extend a live lease, keeping its fence; ``RunLeaseError`` if it lapsed or was taken."""
+        """Extend a live lease, keeping its fence; ``RunLeaseError`` if it lapsed or was taken.
+
+        Args:
+            lease: The lease to extend, as ``acquire`` or the last ``renew`` returned it.
+            ttl: Seconds the lease lives from now, on the store's clock.
+
+        Returns:
+            The renewed ``RunLease``.
+
+        Raises:
+            RunLeaseError: The lease lapsed or another holder took the run.
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
     async def release(self, lease: RunLease) -> None:
-        """Give the lease back if it is still this one; the fence stays where it is."""
+        """Give the lease back if it is still this one; the fence stays where it is.
+
+        Args:
+            lease: The lease to give back.
+
+        Raises:
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
     async def held(self, tenant: str, run_id: str) -> RunLease | None:
-        """The live lease on the run, or None."""
+        """The live lease on the run, or None.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+
+        Returns:
+            The live ``RunLease``, or None.
+
+        Raises:
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
 
 
 class Clock(Protocol):

@@ -248,12 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "run_id",
             metavar="RUN_ID",
-            help="the run id (with --kube: the AgentRun's name)" if kube else None,
+            help="the run id (with --kube: the AgentRun's name)" if kube else "the run id",
         )
         sub.add_argument(
             "--tenant",
             required=not kube,
-            help="the run's tenant (not needed with --kube)" if kube else None,
+            help="the run's tenant (not needed with --kube)" if kube else "the run's tenant",
         )
         if kube:
             sub.add_argument(
@@ -280,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("agent", nargs="?", metavar="AGENT", help="a registered agent name")
     run.add_argument("--input", help="what to ask the agent")
     run.add_argument("--resume", metavar="RUN_ID", help="carry this run on from its checkpoint")
-    run.add_argument("--tenant", required=True)
+    run.add_argument("--tenant", required=True, help="the tenant the run belongs to")
     run.add_argument("--run-id", help="id for a new run (default: generated)")
     run.add_argument("--budget-micros", type=int, help="refuse to spend more than this")
     run.add_argument(
@@ -293,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     approve = with_run("approve", "approve (or --deny) the approval a run waits on", kube=True)
     approve.add_argument("--request", required=True, help="the request id `inspect` shows")
-    approve.add_argument("--deny", action="store_true")
+    approve.add_argument("--deny", action="store_true", help="refuse the call instead")
     approve.add_argument("--reason", default="", help="told to the model on a denial")
     approve.add_argument(
         "--by", help="who decides (default: your login name; with --kube, who kubectl is)"
@@ -312,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser(
         "schema", help="print the published DDL (never applied by the kit to PostgreSQL)"
     )
-    schema.add_argument("dialect", choices=("sqlite", "postgres"))
+    schema.add_argument("dialect", choices=("sqlite", "postgres"), help="whose DDL to print")
     commands.add_parser("agents", help="list the agents registered in this installation")
     return parser
 

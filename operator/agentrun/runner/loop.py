@@ -91,6 +91,26 @@ class AgentRunner:
     Without ``leases`` the runner holds its leases in a memory lease store of its own: one path
     for every run, but one that keeps only this runner's runs apart. Workers that share the
     other stores must share a lease store too (``open_backend`` gives one).
+
+    Args:
+        provider: The model the runs talk to.
+        idempotency: Where each call's claim and outcome are kept.
+        checkpoints: Writes and reads the runs' frontiers (and their transcripts).
+        leases: Where the runs' fenced leases are kept; by default a memory lease store of the
+            runner's own.
+        ledger: Where the runs' spend is charged; None (the default) keeps no ledger, and the
+            frontier's cost is what a resume starts from.
+        prices: What each model's tokens cost, in micros (default: only the scripted demo
+            model has a price).
+        lease_policy: The lease's TTL and when it is renewed (default: 60 s, renewed within 20).
+        continuation: When a run starts its execution again (``ContinuationPolicy``); None (the
+            default) never.
+        holder: This worker's identity (default: host, pid and a random suffix).
+        on_boundary: Hears each boundary's write, or why it was not made.
+        on_lease: Hears each lease taken, and whether it resumes a run.
+        on_result: Hears how a run stopped, while its lease is still held.
+        clock: What the lease's holder keeps its deadline on (default: the monotonic clock).
+        spans: The tracer for the run's spans (default: the global tracer provider's).
     """
 
     provider: Provider
@@ -137,7 +157,24 @@ class AgentRunner:
         **observers: Unpack[Observers],
     ) -> AgentRunner:
         """A runner for ``registered`` over all five stores of ``backend``, the transcript out
-        of line in its history store: what the CLI and the operator both run."""
+        of line in its history store: what the CLI and the operator both run.
+
+        Args:
+            backend: The stores, as ``open_backend`` opened them.
+            registered: The agent and how to build its provider and prices.
+            lease_policy: The lease's TTL and when it is renewed.
+            holder: This worker's identity.
+            checkpoint_policy: Where frontiers are written and how large they may be (default:
+                every boundary, 1 MiB).
+            **observers: ``on_boundary``, ``on_lease`` and ``on_result`` (see ``AgentRunner``).
+
+        Returns:
+            The runner.
+
+        Raises:
+            ConfigurationError: The agent's provider cannot be built as registered (whatever
+                ``registered.provider`` raises, such as a missing key).
+        """
         return cls(
             provider=registered.provider(),
             idempotency=backend.idempotency,
@@ -176,6 +213,37 @@ class AgentRunner:
 
         ``stop`` is asked before every model call and every dispatch; once it says yes the run
         stops there (status ``interrupted``), at a point a resume carries on from cleanly.
+
+        Args:
+            agent: The agent to run.
+            input: The request the run starts from (the first user message).
+            tenant: The tenant the run belongs to.
+            run_id: The new run's id (default: generated, ``run-`` and 12 hex digits).
+            budget_micros: The most the run may spend, in micros; None for no limit. Pinned in
+                the frontier, so a resume keeps it.
+            deadline: Seconds this call may take; past it the run stops with status
+                ``deadline_exceeded``, resumable. None for no deadline.
+            user: Who the run acts for, kept in the frontier.
+            grant: The grant the run acts under, kept in the frontier and carried across a
+                continuation.
+            scopes: The scopes the run acts under, kept in the frontier.
+            stop: Asked before every model call and every dispatch; True stops the run.
+
+        Returns:
+            Where the run stopped: completed, awaiting approval, over its budget or deadline,
+            at its iteration limit, continued or interrupted (``RunResult.status``).
+
+        Raises:
+            ConfigurationError: The run id already has a checkpoint, or an id no store can keep.
+            RunLeaseError: A live worker holds the run, or this worker lost its lease.
+            StaleFenceError: Another worker took the run over; this one wrote nothing more.
+            IndeterminateToolCallError: A tool failed in a way that leaves unknown whether it
+                acted, or a claim could not be recorded; a person must answer.
+            CheckpointTooLargeError: A frontier naming calls not safe to repeat could not be
+                written (as could any other write error of such a frontier): the run stopped
+                before making them.
+            ProviderError: The model could not be reached or refused the request.
+            StoreUnavailableError: A store could not be reached or answered with an error.
         """
         run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
         # Asked before the lease too, so an existing run is refused without taking (and
@@ -215,6 +283,34 @@ class AgentRunner:
 
         ``before_planning`` runs under the run's lease once the frontier is read (see
         ``Resumer.resume``).
+
+        Args:
+            agent: The agent the run was started with, at the same revision.
+            run_id: The run to carry on.
+            tenant: The tenant the run belongs to.
+            deadline: Seconds this call may take; None for no deadline.
+            budget_micros: The most the run may spend, in micros; None keeps the budget pinned
+                in the frontier.
+            stop: Asked before every model call and every dispatch; True stops the run.
+            before_planning: Runs under the lease with the frontier read, before the calls are
+                decided (the operator records people's answers there).
+
+        Returns:
+            Where the run stopped (``RunResult.status``), as for ``run``.
+
+        Raises:
+            NothingCheckpointedError: The run has no frontier.
+            RunLeaseError: A live worker holds the run, or this worker lost its lease.
+            RevisionMismatchError: The frontier was written by another revision of the agent.
+            IndeterminateToolCallError: Nobody can say whether some pending call happened; a
+                person must answer (``resolve``).
+            CheckpointFormatError: The frontier is in a format this kit cannot read.
+            HistoryUnavailableError: The transcript the frontier names does not resolve.
+            StaleFenceError: Another worker took the run over.
+            CheckpointTooLargeError: A frontier naming calls not safe to repeat could not be
+                written, as for ``run``.
+            ProviderError: The model could not be reached or refused the request.
+            StoreUnavailableError: A store could not be reached or answered with an error.
         """
         resumer = Resumer(
             checkpoints=self.checkpoints,

@@ -24,6 +24,21 @@ async def open_backend(url: str, *, create: bool = True) -> Backend:
 
     Raises ``ImportError`` naming the extra to install (``pip install 'agentrun[redis]'``) when
     the scheme's driver is missing.
+
+    Args:
+        url: Where the stores are: ``memory://``, ``sqlite:///path``, ``redis://...`` or
+            ``postgresql://...``, with the adapter's options as query parameters.
+        create: Whether an embedded store (SQLite) that does not exist is created (default).
+
+    Returns:
+        The ``Backend``: the five stores, opened; close it (or use it as an async context
+        manager).
+
+    Raises:
+        ConfigurationError: The URL names no store the kit knows, or an option it cannot use;
+            or ``create=False`` and the SQLite file does not exist.
+        ImportError: The scheme's driver is not installed; the message names the extra.
+        StoreUnavailableError: The server could not be reached.
     """
     scheme = urlsplit(url).scheme
     if scheme == "memory":
