@@ -119,3 +119,22 @@ def test_the_loop_imports_without_the_agents_extra() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ok\n"
+
+
+def test_every_module_of_the_runner_and_the_operator_is_in_a_nested_layer() -> None:
+    """The runner's and the operator's own layers (contracts with a container) name every module
+    of their subpackage, as the package's layers do (``__main__``, which nothing imports, aside)."""
+    contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    nested = {c["containers"][0]: c["layers"] for c in contracts if c.get("containers")}
+    assert set(nested) == {"agentrun.runner", "agentrun.operator"}
+    for container, layers in nested.items():
+        folder = PACKAGE / container.removeprefix("agentrun.")
+        named = {m.strip() for layer in layers for m in layer.replace("|", ":").split(":")}
+        modules = {
+            path.stem if path.is_file() else path.name
+            for path in folder.iterdir()
+            if (path.suffix == ".py" and path.stem not in ("__init__", "__main__"))
+            or (path / "__init__.py").exists()
+        }
+        assert modules - named == set(), f"add these to a layer of {container}"
+        assert named - modules == set(), f"{container}'s layers name modules that do not exist"
