@@ -168,7 +168,9 @@ def test_every_entry_point_is_listed() -> None:
     assert len(names) > 30
 
 
-@pytest.mark.parametrize(("name", "function"), _callables(), ids=lambda value: str(value))
+@pytest.mark.parametrize(
+    ("name", "function"), [pytest.param(name, f, id=name) for name, f in _callables()]
+)
 def test_a_public_callable_documents_its_arguments_and_errors(
     name: str, function: Callable[..., Any]
 ) -> None:
@@ -190,7 +192,9 @@ def _commands() -> list[tuple[str, argparse.ArgumentParser]]:
     return found
 
 
-@pytest.mark.parametrize(("name", "parser"), _commands(), ids=lambda value: str(value))
+@pytest.mark.parametrize(
+    ("name", "parser"), [pytest.param(name, parser, id=name) for name, parser in _commands()]
+)
 def test_every_cli_argument_has_help(name: str, parser: argparse.ArgumentParser) -> None:
     undocumented = [
         "/".join(action.option_strings) or action.dest
