@@ -18,9 +18,10 @@ from pydantic import JsonValue
 from agentrun.errors import ConfigurationError, IndeterminateToolCallError, RevisionMismatchError
 from agentrun.idempotency import ClaimState, derive_key, marker_key, remote_key
 from agentrun.messages import Message
+from agentrun.outcomes import Exit, Outcome
 from agentrun.runner.connections import Connections
 from agentrun.runner.declared import DeclaredAgent
-from agentrun.runner.mcp_tools import McpServer, disposition_of
+from agentrun.runner.mcp_tools import McpServer, ToolServerUnavailableError, disposition_of
 from agentrun.runner.providers.base import ModelReply
 from agentrun.runner.providers.scripted import ScriptedProvider
 from agentrun.runner.results import RunStatus
@@ -32,6 +33,9 @@ from agentrun.testing.mcp_server import McpBooks
 from agentrun.testing.mcp_server import serving as mcp_serving
 from tests.runner.helpers import KeptSecrets, agent, runner, script, tool_results
 from tests.support.gateway import gateway
+from tests.support.ports import free_port
+
+ALL_TOOLS = ["book_flight", "charge_card", "search_flights", "send_sms"]
 
 
 @pytest.fixture
@@ -159,6 +163,37 @@ async def test_the_allow_list_keeps_what_it_names_and_refuses_what_is_not_listed
         await _tools(airline, pool, allowedTools=["search_flights", "refund"])
     with pytest.raises(ConfigurationError, match="could not be listed"):
         await _tools(airline, pool, url=airline.url + "-nowhere")
+
+
+async def test_a_server_down_while_it_is_listed_is_unavailable_and_listed_once_it_is_back(
+    pool: Connections,
+) -> None:
+    """A tool server restarting is no fault of the spec: the listing is retryable (exit 5),
+    not a configuration error, and the same spec lists it once it is up again."""
+    port = free_port()
+    with mcp_serving(port) as books:
+        assert sorted(await _tools(books, pool)) == ALL_TOOLS
+    with pytest.raises(ToolServerUnavailableError, match="could not be reached") as down:
+        await _tools(books, pool)
+    assert down.value.retryable
+    assert down.value.outcome.exit_code is Exit.UNAVAILABLE
+    assert "ConnectError" in str(down.value)
+    with mcp_serving(port) as again:
+        assert again.url == books.url
+        assert sorted(await _tools(again, pool)) == ALL_TOOLS
+
+
+async def test_a_port_nothing_listens_on_is_unavailable_and_a_spec_the_server_refuses_is_not(
+    airline: McpBooks, pool: Connections
+) -> None:
+    with pytest.raises(ToolServerUnavailableError) as down:
+        await _tools(airline, pool, url=f"http://127.0.0.1:{free_port()}/mcp")
+    assert down.value.outcome is Outcome.AGENT_NOT_READY
+    with pytest.raises(ConfigurationError, match=r"could not be listed.*\(HTTP 404\)"):
+        await _tools(airline, pool, url=airline.url + "-nowhere")
+    airline.token = "another"
+    with pytest.raises(ConfigurationError, match=r"could not be listed.*\(HTTP 401\)"):
+        await _tools(airline, pool)
 
 
 async def test_a_call_carries_the_models_arguments_headers_and_the_key_in_meta(
