@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from mcp.types import Tool as McpTool
@@ -25,7 +26,7 @@ from agentrun.runner.mcp_tools import McpServer, ToolServerUnavailableError, dis
 from agentrun.runner.providers.base import ModelReply
 from agentrun.runner.providers.scripted import ScriptedProvider
 from agentrun.runner.results import RunStatus
-from agentrun.runner.secrets import MappingSecrets, SecretResolver
+from agentrun.runner.secrets import MappingSecrets, SecretKeyRef, SecretResolver
 from agentrun.runner.spec import AgentSpec, McpServerSpec
 from agentrun.runner.tools import Disposition, Tool, ToolTransportError
 from agentrun.stores.memory import MemoryBackend
@@ -238,6 +239,37 @@ async def test_a_key_the_server_refuses_is_read_afresh_and_the_call_was_not_made
     with pytest.raises(ConfigurationError, match="could not be listed"):
         await _tools(airline, pool, kept, headers=KEY_HEADER)
     assert set(kept.refusals) == {"airline/token"}
+
+
+@dataclass(frozen=True)
+class MountedSecrets:
+    """Secrets as a pod has them mounted: a folder per Secret, a file per key."""
+
+    root: Path
+
+    async def resolve(self, ref: SecretKeyRef) -> str:
+        return (self.root / ref.name / ref.key).read_text()
+
+
+async def test_a_secret_that_cannot_be_read_says_why_and_the_call_was_not_made(
+    airline: McpBooks, pool: Connections, memory: MemoryBackend, tmp_path: Path
+) -> None:
+    """The mounted Secret is gone by the time of the call: its resolver fails in its own way
+    (no file), which is a secret that cannot be read, said with its cause; nothing was sent,
+    so a destructive call is not left undecided."""
+    (tmp_path / "airline").mkdir()
+    (tmp_path / "airline" / "token").write_text("airline-token-1")
+    tools = await _tools(airline, pool, MountedSecrets(tmp_path), headers=KEY_HEADER)
+    (tmp_path / "airline" / "token").unlink()
+    result = await runner(memory, script([("charge_card", CHARGE)], "done")).run(
+        agent(tools["charge_card"]), "go", tenant="t", run_id="r"
+    )
+    assert result.status is RunStatus.COMPLETED
+    told = tool_results(result.messages)["c0_0"]
+    assert told.startswith(
+        "error: the call was not made: secret airline/token could not be read: FileNotFoundError: "
+    )
+    assert airline.calls == []
 
 
 async def test_an_error_result_is_the_tool_answering_and_is_told_to_the_model(
