@@ -519,7 +519,7 @@ async def in_process(label: str, conversation: Conversation, iterations: int) ->
     gc.collect()
     for index in range(WARMUP + iterations):
         checkpoint = conversation.boundary("in-process", index)
-        (prepared, messages, _), prepare_ms = await timed(
+        (prepared, messages, _), prepare_ms = timed_sync(
             partial(checkpointer._persistable, checkpoint)
         )
         _, encode_ms = timed_sync(partial(encode_spliced, prepared, messages))

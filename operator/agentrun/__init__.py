@@ -21,6 +21,7 @@ from agentrun.decisions import ApprovalDecision, decide, resolve
 from agentrun.errors import (
     AgentRunError,
     BudgetExceededError,
+    CheckpointEncodingError,
     CheckpointFormatError,
     CheckpointTooLargeError,
     ConfigurationError,
@@ -103,6 +104,7 @@ __all__ = [
     "CallDecision",
     "CarriedRun",
     "Checkpoint",
+    "CheckpointEncodingError",
     "CheckpointFormatError",
     "CheckpointPolicy",
     "CheckpointStore",

@@ -6,8 +6,11 @@ continue a conversation that never happened, and nothing downstream could see th
 
 A checkpoint that cannot be written — over the cap, or a store that is unreachable — never fails
 the live run. Losing the ability to resume is worth knowing about (``last_error``), not worth
-killing a run that is otherwise fine. The one exception is ``StaleFenceError``: it does not say
-the checkpoint failed, it says the run now belongs to another worker, and this one must stop.
+killing a run that is otherwise fine. Two things are raised instead. ``StaleFenceError`` does not
+say the checkpoint failed, it says the run now belongs to another worker, and this one must stop.
+``CheckpointEncodingError`` says the frontier could not be masked or encoded: no store was asked,
+so it is no outage but a bug or data the kit cannot encode, which fails every boundary after it
+the same way; kept in ``last_error``, it would let a run go on that nobody could resume.
 
 With a ``HistoryStore`` the transcript goes out of line: each write appends only the messages
 added since the previous write of that run, and the frontier carries the chain's head.
@@ -56,6 +59,7 @@ from agentrun._base import FrozenModel
 from agentrun.backend import CheckpointStore
 from agentrun.boundary import BoundaryCommit, BoundaryStore, Charge, RunReader
 from agentrun.errors import (
+    CheckpointEncodingError,
     CheckpointTooLargeError,
     ConfigurationError,
     HistoryUnavailableError,
@@ -264,7 +268,8 @@ class Checkpointer:
     """Writes a run's frontier where the policy says: masked, sized on its bytes, never truncated.
 
     A write that fails (over the cap, a store away) leaves ``last_error`` and the live run goes
-    on; only ``StaleFenceError`` propagates, since it says the run is another worker's now. It
+    on; only ``StaleFenceError`` (the run is another worker's now) and
+    ``CheckpointEncodingError`` (a frontier that cannot be encoded) propagate. It
     also reads frontiers back (``latest``, ``transcript``) and forgets runs.
 
     Args:
@@ -335,7 +340,8 @@ class Checkpointer:
         ``charge`` goes in the same commit; only with a ``BoundaryStore`` (``carries_charges``),
         and a receipt without ``spent`` says it was not made (the caller charges the ledger).
         Returns the receipt, or None when skipped or refused (then ``last_error`` says why; a
-        skipped boundary leaves an earlier error in place). Raises only ``StaleFenceError``.
+        skipped boundary leaves an earlier error in place). Raises only ``StaleFenceError`` and
+        ``CheckpointEncodingError`` (see the module's notes).
 
         Args:
             checkpoint: The frontier to write.
@@ -348,6 +354,7 @@ class Checkpointer:
         Raises:
             StaleFenceError: The frontier's fence is below the run's: another worker has it.
             ConfigurationError: ``charge`` was given without a ``BoundaryStore``.
+            CheckpointEncodingError: The frontier cannot be masked or encoded (not retryable).
         """
         if not self.writes_at(checkpoint.boundary) and not checkpoint.holds_intent:
             return None
@@ -358,15 +365,24 @@ class Checkpointer:
             )
         started = time.perf_counter()
         spent: int | None = None
-        appended: tuple[_Chain, bytes, tuple[str, ...]] | None = None
+        run = (checkpoint.tenant, checkpoint.run_id)
         try:
-            persisted, messages, appended = await self._persistable(checkpoint)
+            persisted, messages, appended = self._persistable(checkpoint)
             payload = encode_spliced(persisted, messages)
+        except Exception as error:
+            raise CheckpointEncodingError(checkpoint.run_id, error) from error
+        try:
             if len(payload) > self.policy.max_bytes:
                 raise CheckpointTooLargeError(
                     checkpoint.run_id, len(payload), self.policy.max_bytes
                 )
             if self.boundaries is None:
+                if appended is not None and self.history is not None:
+                    # The segment first, so a frontier never names a segment that is not there.
+                    await self.history.put(
+                        checkpoint.tenant, checkpoint.run_id, appended[1], fence=checkpoint.fence
+                    )
+                    self._chains[run] = appended[0]
                 await self.store.put(
                     checkpoint.tenant, checkpoint.run_id, payload, fence=checkpoint.fence
                 )
@@ -387,11 +403,11 @@ class Checkpointer:
             raise
         except Exception as error:
             self.last_error = error
-            if appended is not None and appended[1]:
+            if self.boundaries is not None and appended is not None and appended[1]:
                 self._unheard(checkpoint, appended[0].head)
             return None
         if appended is not None:
-            self._chains[(checkpoint.tenant, checkpoint.run_id)] = appended[0]
+            self._chains[run] = appended[0]
         self.last_error = None
         self.last_write = WriteReceipt(
             checkpoint.boundary,
@@ -414,13 +430,14 @@ class Checkpointer:
         """Whether ``write`` can take a model call's charge into its commit."""
         return self.boundaries is not None
 
-    async def _persistable(
+    def _persistable(
         self, checkpoint: Checkpoint
     ) -> tuple[Checkpoint, list[bytes], tuple[_Chain, bytes, tuple[str, ...]] | None]:
         """The checkpoint as persisted, masked and with its transcript out of line or, inline,
-        taken out and returned encoded (for ``encode_spliced``); and, for a ``BoundaryStore``
-        to commit with it, the new segment and the chain it makes (remembered once committed).
-        """
+        taken out and returned encoded (for ``encode_spliced``); and, out of line, the new
+        segment, the chain it makes (remembered once stored) and the segments a commit drops
+        with it. Only masking and encoding: no store is asked, so what fails here is a bug or
+        data that cannot be encoded, never an outage (``write`` tells the two apart)."""
         update: dict[str, object] = {"written_at": datetime.now(UTC), "messages": ()}
         messages: list[bytes] = []
         appended: tuple[_Chain, bytes, tuple[str, ...]] | None = None
@@ -435,7 +452,7 @@ class Checkpointer:
             metadata = self.redactor.mask_json(dict(checkpoint.metadata))
             update["metadata"] = metadata
         if self.history is not None and checkpoint.history_handle is None:
-            chain, appended = await self._append_history(checkpoint)
+            chain, appended = self._grown_chain(checkpoint)
             update.update(
                 {"history_handle": chain.head, "history_length": len(checkpoint.messages)}
             )
@@ -443,13 +460,13 @@ class Checkpointer:
             messages = self._messages.encoded(checkpoint.messages)
         return checkpoint.model_copy(update=update), messages, appended
 
-    async def _append_history(
+    def _grown_chain(
         self, checkpoint: Checkpoint
     ) -> tuple[_Chain, tuple[_Chain, bytes, tuple[str, ...]] | None]:
-        """The chain after this write's segment. Without a ``BoundaryStore`` the segment is
-        stored here, first, and remembered; with one it is returned to go in the commit, with
-        the segments it replaces when it is a compacted one."""
-        assert self.history is not None
+        """The chain after this write's segment, and the segment to store (None: no new
+        messages), with the segments a ``BoundaryStore``'s commit replaces by it when it is a
+        compacted one. ``write`` stores it: on its own before the frontier without a
+        ``BoundaryStore``, in the commit with one."""
         run = (checkpoint.tenant, checkpoint.run_id)
         chain = self._chains.get(run)
         if chain is not None and chain.length > len(checkpoint.messages):
@@ -499,13 +516,8 @@ class Checkpointer:
             recent_bytes=chain.recent_bytes + fresh_bytes if transient else 0,
             unheard=(),
         )
-        if self.boundaries is not None:
-            return grown, (grown, segment, chain.dropped_with(handle))
-        await self.history.put(
-            checkpoint.tenant, checkpoint.run_id, segment, fence=checkpoint.fence
-        )
-        self._chains[run] = grown
-        return grown, None
+        dropped = chain.dropped_with(handle) if self.boundaries is not None else ()
+        return grown, (grown, segment, dropped)
 
     async def latest(self, tenant: str, run_id: str) -> Checkpoint | None:
         """The run's frontier, read (format first) but with the transcript still a handle.

@@ -80,6 +80,27 @@ class CheckpointTooLargeError(AgentRunError):
         )
 
 
+class CheckpointEncodingError(AgentRunError):
+    """A frontier (or its transcript's segment) could not be masked or encoded: a bug, or data
+    the kit cannot encode (text that is not Unicode, a pattern that fails on it).
+
+    Raised, not kept in ``Checkpointer.last_error`` as an outage is: no store was asked, the
+    same data fails the same way at every boundary after, and a run carried on without a
+    frontier would be one nobody can resume. Not retryable: the cause says what to fix.
+    """
+
+    outcome = Outcome.REFUSED
+
+    def __init__(self, run_id: str, cause: Exception) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"the checkpoint of run {run_id!r} could not be masked and encoded: "
+            f"{cause.__class__.__name__}: {cause}. Nothing was written; this is a bug in the "
+            "kit or in what the run holds (a tool result, an extra redaction pattern), not a "
+            "store outage: fix that, then resume from the last frontier written."
+        )
+
+
 class CheckpointFormatError(AgentRunError):
     """A checkpoint was written in a format this kit cannot read; it is left untouched."""
 

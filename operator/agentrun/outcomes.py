@@ -370,7 +370,7 @@ class Outcome(StrEnum):
             ("False", "Failed"),
             "a service refused the request for good: the model provider (its key, its model, "
             "a reply it cannot read), a store (data it will not hold, a record it cannot read), "
-            "or kubectl",
+            "kubectl, or the kit itself (a frontier it cannot mask or encode)",
         ),
     )
 

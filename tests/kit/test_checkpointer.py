@@ -9,6 +9,7 @@ import zlib
 from collections.abc import Callable, Mapping
 
 import pytest
+from pydantic_core import PydanticSerializationError
 
 from agentrun.checkpointing import (
     COMPACT_AFTER,
@@ -19,6 +20,7 @@ from agentrun.checkpointing import (
     CheckpointPolicy,
 )
 from agentrun.errors import (
+    CheckpointEncodingError,
     CheckpointTooLargeError,
     HistoryUnavailableError,
     StaleFenceError,
@@ -193,6 +195,33 @@ async def test_a_failing_store_never_fails_the_run(error: Exception) -> None:
     assert store.attempts == 1
     assert checkpointer.last_error is error
     assert checkpointer.last_write is None
+
+
+UNENCODABLE = Message.tool_result("c1", "a lone surrogate \ud800 from a JSON escape")
+"""Text ``json.loads`` gives for ``"\\ud800"`` (a model's or a tool's JSON may hold it), and
+that neither masking nor encoding to UTF-8 can take."""
+
+
+@pytest.mark.parametrize("redact", [True, False], ids=["masked", "unmasked"])
+@pytest.mark.parametrize("out_of_line", [False, True], ids=["inline", "out-of-line"])
+async def test_a_frontier_that_cannot_be_masked_or_encoded_is_raised_not_kept_as_an_outage(
+    backend: MemoryBackend, redact: bool, out_of_line: bool
+) -> None:
+    """Masking and encoding ask no store: a failure there is a bug or bad data, never an
+    outage. It surfaces (the same data would fail every boundary after), not retryable, with
+    its cause; no store is asked, and ``last_error`` keeps saying what it said of the stores."""
+    store = CountingCheckpointStore(backend.checkpoints)
+    history = RecordingHistoryStore(backend.history) if out_of_line else None
+    checkpointer = Checkpointer(store, redact=redact, history=history)
+    checkpoint = frontier(messages=(*conversation(1), UNENCODABLE))
+    with pytest.raises(CheckpointEncodingError, match="could not be masked and encoded") as raised:
+        await checkpointer.write(checkpoint)
+    assert isinstance(raised.value.__cause__, UnicodeEncodeError | PydanticSerializationError)
+    assert not raised.value.retryable
+    assert raised.value.run_id == RUN
+    assert checkpointer.last_error is None
+    assert store.puts == []
+    assert history is None or history.segments == []
 
 
 async def test_a_stale_fence_propagates(backend: MemoryBackend) -> None:

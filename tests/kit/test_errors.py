@@ -16,6 +16,7 @@ from agentrun import errors
 from agentrun.errors import (
     AgentRunError,
     BudgetExceededError,
+    CheckpointEncodingError,
     CheckpointFormatError,
     CheckpointTooLargeError,
     ConfigurationError,
@@ -45,6 +46,11 @@ CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], Outcome, str
         lambda: CheckpointTooLargeError(RUN, 2_000_000, 1_048_576),
         Outcome.CHECKPOINT_TOO_LARGE,
         "Raise max_bytes",
+    ),
+    CheckpointEncodingError: (
+        lambda: CheckpointEncodingError(RUN, UnicodeEncodeError("utf-8", "\ud800", 0, 1, "no")),
+        Outcome.REFUSED,
+        "fix that, then resume from the last frontier written",
     ),
     CheckpointFormatError: (
         lambda: CheckpointFormatError(RUN, 9, 1),

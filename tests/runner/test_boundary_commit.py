@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from agentrun.checkpointing import CheckpointPolicy
-from agentrun.errors import StoreUnavailableError
+from agentrun.errors import CheckpointEncodingError, StoreUnavailableError
 from agentrun.frontier import Boundary
 from agentrun.runner.results import RunStatus
 from agentrun.stores.memory import MemoryBackend
@@ -98,3 +100,20 @@ async def test_a_commit_that_fails_leaves_the_charge_to_the_ledger_and_the_run_g
     assert result.status is RunStatus.COMPLETED
     assert stores.writes == {"ledger": 1}
     assert await stores.ledger.spent("t", "r") == TURN_COST == result.cost_micros
+
+
+async def test_a_frontier_that_cannot_be_encoded_stops_the_run_with_its_model_call_paid() -> None:
+    """A frontier that masking or encoding fails on (a lone surrogate, as a JSON escape gives
+    it, in the arguments the model sent) is no outage: the run stops there, before the call,
+    saying so, and the model call it follows is charged on its own all the same."""
+    backend = Counted()
+    probe = Probe("act")
+    with pytest.raises(CheckpointEncodingError) as stopped:
+        await runner(backend, script([("act", {"item": "\ud800"})], "done")).run(
+            agent(probe.tool(read_only=True)), "go", tenant="t", run_id="r"
+        )
+    assert not stopped.value.retryable
+    assert probe.calls == []
+    assert backend.writes == Counter({"ledger": 1})
+    assert await backend.ledger.spent("t", "r") == TURN_COST
+    assert await backend.leases.held("t", "r") is None

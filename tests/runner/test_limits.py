@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from agentrun.continuation import ContinuationPolicy
 from agentrun.messages import Usage
 from agentrun.runner.pricing import ModelPrice, PriceTable
-from agentrun.runner.results import RunStatus
+from agentrun.runner.results import RunResult, RunStatus
 from agentrun.stores.memory import MemoryBackend
 from tests.runner.helpers import TURN_COST, Boundaries, Probe, agent, runner, script
 
@@ -94,6 +96,40 @@ async def test_a_deadline_stops_the_run_and_it_can_be_resumed(memory: MemoryBack
     assert result.status is RunStatus.COMPLETED
     assert result.output == "done"
     assert probe.calls == ["x", "x"]  # read-only: dispatched again
+
+
+@pytest.mark.parametrize("deadline", [None, 3600.0], ids=["no-deadline", "a-far-deadline"])
+async def test_a_tools_own_timeout_is_its_failure_not_the_runs_deadline(
+    memory: MemoryBackend, deadline: float | None
+) -> None:
+    """Only the run's own deadline ends it ``deadline_exceeded``; a tool that raises
+    ``TimeoutError`` itself failed, as it would have with any other exception, and a
+    read-only one is made again when the run is carried on."""
+
+    async def times_out_once(item: str) -> None:
+        if len(probe.calls) == 1:
+            raise TimeoutError("the flight search did not answer")
+
+    probe = Probe("look", during=times_out_once)
+    defined = agent(probe.tool(read_only=True))
+    turns = ([("look", {"item": "x"})], "done")
+    seen: list[RunStatus] = []
+    first = runner(memory, script(*turns))
+
+    async def heard(result: RunResult) -> None:
+        seen.append(result.status)
+
+    first.on_result = heard
+    with pytest.raises(TimeoutError, match="the flight search did not answer"):
+        await first.run(defined, "go", tenant="t", run_id="r", deadline=deadline)
+    assert seen == []  # no verdict on the run: the tool failed, the run did not run out of time
+    assert await memory.leases.held("t", "r") is None
+
+    result = await runner(memory, script(*turns), holder="worker-b").resume(
+        defined, "r", tenant="t"
+    )
+    assert result.status is RunStatus.COMPLETED
+    assert probe.calls == ["x", "x"]
 
 
 async def test_continuation_hands_over_a_handle_and_resume_carries_on(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from mcp.types import Tool as McpTool
@@ -18,13 +19,14 @@ from pydantic import JsonValue
 from agentrun.errors import ConfigurationError, IndeterminateToolCallError, RevisionMismatchError
 from agentrun.idempotency import ClaimState, derive_key, marker_key, remote_key
 from agentrun.messages import Message
+from agentrun.outcomes import Exit, Outcome
 from agentrun.runner.connections import Connections
 from agentrun.runner.declared import DeclaredAgent
-from agentrun.runner.mcp_tools import McpServer, disposition_of
+from agentrun.runner.mcp_tools import McpServer, ToolServerUnavailableError, disposition_of
 from agentrun.runner.providers.base import ModelReply
 from agentrun.runner.providers.scripted import ScriptedProvider
 from agentrun.runner.results import RunStatus
-from agentrun.runner.secrets import MappingSecrets, SecretResolver
+from agentrun.runner.secrets import MappingSecrets, SecretKeyRef, SecretResolver
 from agentrun.runner.spec import AgentSpec, McpServerSpec
 from agentrun.runner.tools import Disposition, Tool, ToolTransportError
 from agentrun.stores.memory import MemoryBackend
@@ -32,6 +34,9 @@ from agentrun.testing.mcp_server import McpBooks
 from agentrun.testing.mcp_server import serving as mcp_serving
 from tests.runner.helpers import KeptSecrets, agent, runner, script, tool_results
 from tests.support.gateway import gateway
+from tests.support.ports import free_port
+
+ALL_TOOLS = ["book_flight", "charge_card", "search_flights", "send_sms"]
 
 
 @pytest.fixture
@@ -161,6 +166,37 @@ async def test_the_allow_list_keeps_what_it_names_and_refuses_what_is_not_listed
         await _tools(airline, pool, url=airline.url + "-nowhere")
 
 
+async def test_a_server_down_while_it_is_listed_is_unavailable_and_listed_once_it_is_back(
+    pool: Connections,
+) -> None:
+    """A tool server restarting is no fault of the spec: the listing is retryable (exit 5),
+    not a configuration error, and the same spec lists it once it is up again."""
+    port = free_port()
+    with mcp_serving(port) as books:
+        assert sorted(await _tools(books, pool)) == ALL_TOOLS
+    with pytest.raises(ToolServerUnavailableError, match="could not be reached") as down:
+        await _tools(books, pool)
+    assert down.value.retryable
+    assert down.value.outcome.exit_code is Exit.UNAVAILABLE
+    assert "ConnectError" in str(down.value)
+    with mcp_serving(port) as again:
+        assert again.url == books.url
+        assert sorted(await _tools(again, pool)) == ALL_TOOLS
+
+
+async def test_a_port_nothing_listens_on_is_unavailable_and_a_spec_the_server_refuses_is_not(
+    airline: McpBooks, pool: Connections
+) -> None:
+    with pytest.raises(ToolServerUnavailableError) as down:
+        await _tools(airline, pool, url=f"http://127.0.0.1:{free_port()}/mcp")
+    assert down.value.outcome is Outcome.AGENT_NOT_READY
+    with pytest.raises(ConfigurationError, match=r"could not be listed.*\(HTTP 404\)"):
+        await _tools(airline, pool, url=airline.url + "-nowhere")
+    airline.token = "another"
+    with pytest.raises(ConfigurationError, match=r"could not be listed.*\(HTTP 401\)"):
+        await _tools(airline, pool)
+
+
 async def test_a_call_carries_the_models_arguments_headers_and_the_key_in_meta(
     airline: McpBooks, pool: Connections, memory: MemoryBackend
 ) -> None:
@@ -203,6 +239,37 @@ async def test_a_key_the_server_refuses_is_read_afresh_and_the_call_was_not_made
     with pytest.raises(ConfigurationError, match="could not be listed"):
         await _tools(airline, pool, kept, headers=KEY_HEADER)
     assert set(kept.refusals) == {"airline/token"}
+
+
+@dataclass(frozen=True)
+class MountedSecrets:
+    """Secrets as a pod has them mounted: a folder per Secret, a file per key."""
+
+    root: Path
+
+    async def resolve(self, ref: SecretKeyRef) -> str:
+        return (self.root / ref.name / ref.key).read_text()
+
+
+async def test_a_secret_that_cannot_be_read_says_why_and_the_call_was_not_made(
+    airline: McpBooks, pool: Connections, memory: MemoryBackend, tmp_path: Path
+) -> None:
+    """The mounted Secret is gone by the time of the call: its resolver fails in its own way
+    (no file), which is a secret that cannot be read, said with its cause; nothing was sent,
+    so a destructive call is not left undecided."""
+    (tmp_path / "airline").mkdir()
+    (tmp_path / "airline" / "token").write_text("airline-token-1")
+    tools = await _tools(airline, pool, MountedSecrets(tmp_path), headers=KEY_HEADER)
+    (tmp_path / "airline" / "token").unlink()
+    result = await runner(memory, script([("charge_card", CHARGE)], "done")).run(
+        agent(tools["charge_card"]), "go", tenant="t", run_id="r"
+    )
+    assert result.status is RunStatus.COMPLETED
+    told = tool_results(result.messages)["c0_0"]
+    assert told.startswith(
+        "error: the call was not made: secret airline/token could not be read: FileNotFoundError: "
+    )
+    assert airline.calls == []
 
 
 async def test_an_error_result_is_the_tool_answering_and_is_told_to_the_model(

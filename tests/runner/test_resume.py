@@ -6,6 +6,8 @@ resumes with a new runner that has only the stores, as a new process would.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -153,6 +155,40 @@ async def test_a_tool_that_crashes_is_indeterminate_and_resume_refuses(
     assert probe.calls == ["x"]
     assert second.calls == 0
     assert await memory.leases.held("t", "r") is None
+
+
+async def test_a_run_cancelled_during_a_call_says_so_and_is_no_tool_failure(
+    memory: MemoryBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Cancelling the run (the worker shutting down) while a call is in flight is not the tool
+    failing: it is logged as a cancellation, as a warning, and the call's claim stays in flight
+    for whoever carries the run on (it cannot know whether the call happened)."""
+    entered = asyncio.Event()
+
+    async def wait_forever(item: str) -> None:
+        entered.set()
+        await asyncio.Event().wait()
+
+    caplog.set_level(logging.DEBUG, logger="agentrun.runner.dispatch")
+    probe = Probe("act", during=wait_forever)
+    running = asyncio.create_task(
+        runner(memory, script(*ONE_CALL)).run(agent(probe.tool()), "go", tenant="t", run_id="r")
+    )
+    await entered.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name.endswith(".dispatch")]
+    assert said == [
+        (
+            logging.WARNING,
+            "run r was cancelled while tool act (call c0_0) was in flight; its claim stays in "
+            "flight, so carrying the run on asks whether the call happened",
+        )
+    ]
+    record = await memory.idempotency.read("t", "r", marker_key("c0_0"))
+    assert record is not None
+    assert record.state is ClaimState.IN_FLIGHT
 
 
 async def test_a_tool_error_is_recorded_and_shown_to_the_model(memory: MemoryBackend) -> None:

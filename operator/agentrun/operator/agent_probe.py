@@ -40,7 +40,7 @@ from agentrun.operator.kube_secrets import KubeSecrets, SecretCache
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.runner.connections import Connections
 from agentrun.runner.declared import DeclaredAgent
-from agentrun.runner.mcp_tools import McpServer
+from agentrun.runner.mcp_tools import McpServer, ToolServerUnavailableError
 from agentrun.runner.secrets import Revealed, SecretResolver, SecretUnavailableError
 from agentrun.runner.spec import ModelSpec
 from agentrun.runner.tools import Disposition
@@ -117,7 +117,7 @@ async def _probe_servers(
     for server in spec.tools.mcp:
         try:
             tools = await McpServer(server, connections=connections, secrets=secrets).discover()
-        except ConfigurationError as error:
+        except (ConfigurationError, ToolServerUnavailableError) as error:
             listed = error.__cause__ is None  # it answered, but not with what the spec names
             reason = reason or ("ToolsMisdeclared" if listed else "ToolServerUnreachable")
             found.append(
@@ -194,7 +194,8 @@ async def probe(api: KubeApi, connections: Connections, body: Mapping[str, Any])
         reason, message = "InvalidSpec", str(error)
     except SecretUnavailableError as error:
         reason, message = "SecretUnavailable", str(error)
-    except ConfigurationError as error:  # a server that changed between listing and building
+    except (ConfigurationError, ToolServerUnavailableError) as error:
+        # a server that changed, or went away, between listing and building
         reason, message = "ToolServerUnreachable", str(error)
     if reason is None:
         took = time.monotonic() - started

@@ -32,6 +32,7 @@ from agentrun.operator.kubeapi import KubeApi
 from agentrun.outcomes import Outcome
 from agentrun.runner.connections import Connections
 from agentrun.runner.declared import DeclaredAgent
+from agentrun.runner.mcp_tools import ToolServerUnavailableError
 from agentrun.runner.registry import RegisteredAgent
 
 RELIST_AFTER = 30.0
@@ -127,7 +128,7 @@ class AgentResolver:
             if now - built.listed_at >= RELIST_AFTER:
                 try:
                     await built.declared.refresh()
-                except ConfigurationError as error:
+                except (ConfigurationError, ToolServerUnavailableError) as error:
                     raise AgentNotReadyError(namespace, name, str(error)) from error
                 built.listed_at = now
             return built
@@ -139,8 +140,8 @@ class AgentResolver:
                 secrets=KubeSecrets(self.secrets, namespace),
                 connections=self.connections,
             )
-        except ConfigurationError as error:
-            if error.outcome is not Outcome.MISCONFIGURED:
+        except (ConfigurationError, ToolServerUnavailableError) as error:
+            if error.outcome not in (Outcome.MISCONFIGURED, Outcome.AGENT_NOT_READY):
                 raise
             raise AgentNotReadyError(namespace, name, str(error)) from error
         budget = spec.budget.max_cost_micros if spec.budget else None

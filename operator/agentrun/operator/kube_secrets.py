@@ -27,8 +27,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import json
 import time
 from dataclasses import dataclass, field
+
+from kubernetes.client.exceptions import ApiException
 
 from agentrun.operator.kubeapi import KubeApi
 from agentrun.runner.secrets import SecretKeyRef, SecretUnavailableError
@@ -91,12 +94,11 @@ class KubeSecrets:
     async def resolve(self, ref: SecretKeyRef) -> str:
         try:
             data = await self.cache.data(self.namespace, ref.name)
-        except Exception as error:  # the API server away, or access denied: say which, not more
+        except Exception as error:  # the API server away, or access denied: say which
             raise SecretUnavailableError(
                 ref,
-                f"the API server did not give Secret {self.namespace}/{ref.name} "
-                f"({type(error).__name__}{_status(error)})",
-            ) from None
+                f"the API server did not give Secret {self.namespace}/{ref.name} ({_cause(error)})",
+            ) from error
         if data is None:
             raise SecretUnavailableError(ref, f"namespace {self.namespace} has no such Secret")
         if ref.key not in data:
@@ -107,14 +109,37 @@ class KubeSecrets:
             )
         try:
             return base64.b64decode(data[ref.key], validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError):
-            raise SecretUnavailableError(ref, "its value is not UTF-8 text") from None
+        except (binascii.Error, UnicodeDecodeError) as error:
+            # The cause is said by its type alone: its text would quote the value's bytes.
+            raise SecretUnavailableError(
+                ref, f"its value is not UTF-8 text ({type(error).__name__})"
+            ) from error
 
     def refused(self, ref: SecretKeyRef) -> None:
         """A service refused a value from ``ref``'s Secret: read it afresh next time."""
         self.cache.forget(self.namespace, ref.name)
 
 
-def _status(error: Exception) -> str:
-    status = getattr(error, "status", None)
-    return f" {status}" if status else ""
+CAUSE_CHARS = 500
+"""How much of a failed read's cause its message keeps: the API server's reason, not a page."""
+
+
+def _cause(error: Exception) -> str:
+    """What a failed read's cause says, for the run's status and events (which mask it, as
+    everything they write): the API server's status and its own words (its ``Status``
+    message), never the response's headers; or the error the connection to it met."""
+    said = str(error)
+    if isinstance(error, ApiException):
+        said = f"{error.status} {error.reason}: {_status_message(error)}"
+    return f"{type(error).__name__}: {said}"[:CAUSE_CHARS]
+
+
+def _status_message(error: ApiException) -> str:
+    """The ``message`` of the ``Status`` the API server answered with; its body as text when
+    it is not one."""
+    body = error.body.decode(errors="replace") if isinstance(error.body, bytes) else error.body
+    try:
+        status = json.loads(body or "")
+    except ValueError:
+        return str(body or "")
+    return str(status.get("message", body)) if isinstance(status, dict) else str(body)

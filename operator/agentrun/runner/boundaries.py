@@ -16,6 +16,7 @@ from pydantic import JsonValue
 
 from agentrun.boundary import Charge
 from agentrun.checkpointing import Checkpointer, WriteReceipt
+from agentrun.errors import CheckpointEncodingError
 from agentrun.frontier import Boundary, Checkpoint, PendingApproval, PendingCall
 from agentrun.ledger import Ledger
 from agentrun.runner.state import RunState
@@ -80,13 +81,12 @@ class BoundaryWriter:
             user=state.user,
             metadata=metadata,
         )
-        receipt = await self.checkpoints.write(checkpoint, charge=charge)
-        if charge is not None:
-            if receipt is not None and receipt.spent is not None:
-                state.cost_micros = receipt.spent
-            else:
-                assert self.ledger is not None, "a charge is carried only for a runner's ledger"
-                await charge_alone(self.ledger, state, charge)
+        try:
+            receipt = await self.checkpoints.write(checkpoint, charge=charge)
+        except CheckpointEncodingError:
+            await self._charge(state, charge, None)  # the model call was made all the same
+            raise
+        await self._charge(state, charge, receipt)
         checkpoint_event(boundary, written=receipt is not None, fence=state.fence)
         if self.on_boundary is not None:
             await self.on_boundary(checkpoint, receipt, self.checkpoints.last_error)
@@ -102,3 +102,16 @@ class BoundaryWriter:
             )
             raise self.checkpoints.last_error
         return receipt is not None
+
+    async def _charge(
+        self, state: RunState, charge: Charge | None, receipt: WriteReceipt | None
+    ) -> None:
+        """Charge the model call ``charge`` is for: taken by the frontier's commit (the receipt
+        says what the run spent), else on its own."""
+        if charge is None:
+            return
+        if receipt is not None and receipt.spent is not None:
+            state.cost_micros = receipt.spent
+        else:
+            assert self.ledger is not None, "a charge is carried only for a runner's ledger"
+            await charge_alone(self.ledger, state, charge)

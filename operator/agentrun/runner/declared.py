@@ -92,8 +92,9 @@ class DeclaredAgent:
         connections: Connections | None = None,
     ) -> DeclaredAgent:
         """List every MCP server and make the agent; ``ConfigurationError`` names what does not
-        fit (a server that cannot be listed, a tool the allow-list names that it does not list,
-        two tools of one name)."""
+        fit (a server that refuses the listing, a tool the allow-list names that it does not
+        list, two tools of one name), ``ToolServerUnavailableError`` a server that could not be
+        reached (retryable: the spec is fine)."""
         pool = connections or Connections()
         try:
             servers = tuple(

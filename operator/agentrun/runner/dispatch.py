@@ -10,6 +10,7 @@ the run until a person decides.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -132,18 +133,26 @@ class Dispatcher:
             raise IndeterminateToolCallError(state.run_id, [(pending.call.id, tool.name)])
         try:
             outcome = await self._call(tool, pending, key=handed)
-        except BaseException as exc:
+        except asyncio.CancelledError:
+            # The run was stopped (its deadline, or the worker shutting down), not the tool
+            # failing: nothing to fix in the tool. The claim stays in flight, so whoever carries
+            # the run on asks whether the call happened.
+            logger.warning(
+                "run %s was cancelled while tool %s (call %s) was in flight; its claim stays "
+                "in flight, so carrying the run on asks whether the call happened",
+                state.run_id,
+                tool.name,
+                pending.call.id,
+            )
+            raise
+        except Exception as exc:
             logger.error(
                 "tool %s (call %s) of run %s failed; nobody knows whether it acted",
                 tool.name,
                 pending.call.id,
                 state.run_id,
             )
-            if isinstance(exc, Exception):
-                raise IndeterminateToolCallError(
-                    state.run_id, [(pending.call.id, tool.name)]
-                ) from exc
-            raise
+            raise IndeterminateToolCallError(state.run_id, [(pending.call.id, tool.name)]) from exc
         try:
             await self.idempotency.record(
                 state.tenant, state.run_id, key, outcome, holder=state.holder, fence=state.fence

@@ -416,8 +416,12 @@ class AgentRunner:
     async def _stopped(
         self, state: RunState, deadline: float | None, work: Awaitable[RunResult]
     ) -> RunResult:
+        """How ``work`` stopped, told to ``on_result``. The run ran out of time only when its
+        own deadline expired: a ``TimeoutError`` a tool raised itself (or anything else the run
+        awaits) is that tool's failure, and leaves as the tool's other exceptions do."""
+        timer = asyncio.timeout(deadline)
         try:
-            async with asyncio.timeout(deadline):
+            async with timer:
                 result = await work
         except Interrupted:
             result = state.result(RunStatus.INTERRUPTED, self.checkpoints.last_error)
@@ -426,6 +430,8 @@ class AgentRunner:
                 RunStatus.AWAITING_APPROVAL, self.checkpoints.last_error, approval=paused.approval
             )
         except TimeoutError:
+            if not timer.expired():
+                raise
             result = state.result(RunStatus.DEADLINE_EXCEEDED, self.checkpoints.last_error)
         except BudgetExceededError:
             result = state.result(RunStatus.BUDGET_EXCEEDED, self.checkpoints.last_error)

@@ -3,7 +3,12 @@
 **Listing.** ``McpServer.discover`` lists the server's tools — at start, and again whenever the
 caller asks (the listing is part of an agent's revision, so an operator lists again to see
 whether it changed). Only the tools named in ``allowedTools`` are kept, and naming one the server
-does not list is refused: an allow-list that silently shrinks is a spec nobody can trust.
+does not list is refused: an allow-list that silently shrinks is a spec nobody can trust. A
+listing that fails says which of two things happened: the server could not be reached or was
+briefly unwell (refused, reset or dropped connections, timeouts, a 429 or 5xx) —
+``ToolServerUnavailableError``, retryable, since a restarting server answers again with nothing
+changed — or it answered in a way no retry changes (401/403, a path that is not an MCP endpoint,
+a URL that is not HTTP, a protocol it does not speak): ``ConfigurationError``, naming the fix.
 
 **Dispositions** come from the tool's annotations, which are the server's claims (MCP calls them
 hints): ``readOnlyHint`` makes a tool read-only — unless ``destructiveHint`` is also true, a
@@ -34,7 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -42,15 +47,18 @@ import httpx2
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import (
+    CONNECTION_CLOSED,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
     CallToolResult,
     RequestParamsMeta,
     TextContent,
 )
 from mcp.types import Tool as McpTool
 
-from agentrun.errors import ConfigurationError
+from agentrun.errors import AgentRunError, ConfigurationError
+from agentrun.outcomes import Outcome
 from agentrun.runner.connections import Connections
 from agentrun.runner.json_arguments import JsonSchemaArguments
 from agentrun.runner.secrets import MaybeSecret, Revealed, SecretResolver, SecretUnavailableError
@@ -61,6 +69,46 @@ logger = logging.getLogger(__name__)
 
 IDEMPOTENCY_META = "dev.agentrun/idempotency-key"
 """The ``_meta`` entry a ``tools/call`` carries the call's idempotency key in."""
+
+
+class ToolServerUnavailableError(AgentRunError):
+    """An MCP server could not be reached to list its tools, or was briefly unwell (a timeout,
+    a connection refused or dropped, a 429 or 5xx): nothing is wrong with the spec, and the
+    agent can be made once the server answers. Retryable: a tool server restarting, or not up
+    yet, is what this usually is."""
+
+    outcome = Outcome.AGENT_NOT_READY
+
+    def __init__(self, server: str, url: str, said: str) -> None:
+        self.server = server
+        self.url = url
+        super().__init__(
+            f"MCP server {server!r} at {url} could not be reached to list its tools ({said}); "
+            "the agent is made once it answers"
+        )
+
+
+UNWELL = (429, *range(500, 600))
+"""HTTP statuses by which a server (or a gateway before it) says it is briefly unable to
+answer, not that the request is wrong: a listing that met one may succeed unchanged."""
+
+UNREACHED = (httpx2.NetworkError, httpx2.TimeoutException, httpx2.RemoteProtocolError)
+"""What the shared transport raises when no answer came (``connections._MEANING``): refused,
+reset or dropped connections and timeouts. ``UnsupportedProtocol`` and a bare
+``TransportError`` (a URL aiohttp cannot use) are the URL's fault, not the network's."""
+
+
+def _unreachable(error: BaseException, statuses: Sequence[int]) -> bool:
+    """Whether a listing failed because the server was away or unwell, not because of what
+    the spec says (see ``UNWELL`` and ``UNREACHED``). The SDK turns an HTTP error status into
+    a JSON-RPC error that no longer says which, so the statuses the server answered with are
+    what tells a 503 from a 401."""
+    if any(status in UNWELL for status in statuses):
+        return True
+    inner = _innermost(error)
+    if isinstance(inner, MCPError):
+        return inner.code in (REQUEST_TIMEOUT, CONNECTION_CLOSED)
+    return isinstance(inner, UNREACHED)
 
 
 @dataclass(frozen=True)
@@ -116,6 +164,12 @@ def _innermost(error: BaseException) -> BaseException:
 def _refusal(error: BaseException) -> str | None:
     inner = _innermost(error)
     return inner.message if isinstance(inner, MCPError) and inner.code in REFUSALS else None
+
+
+def _answered(statuses: Sequence[int]) -> str:
+    """The HTTP error status a listing met, said beside the SDK's words for it."""
+    failed = [status for status in statuses if status >= 400]
+    return f" (HTTP {failed[-1]})" if failed else ""
 
 
 def _flattened(error: BaseException) -> str:
@@ -177,12 +231,20 @@ class McpServer:
         self.discovered: tuple[DiscoveredTool, ...] = ()
 
     def _client(
-        self, headers: dict[str, str], revealed: Revealed, unsent: Unsent | None = None
+        self,
+        headers: dict[str, str],
+        revealed: Revealed,
+        unsent: Unsent | None = None,
+        statuses: list[int] | None = None,
     ) -> Client:
+        """A client of the server; ``statuses`` gathers the HTTP status of every answer."""
+
         async def answered(response: httpx2.Response) -> None:
             # A 401/403 from the server or a gateway in front of it: a kept key is read afresh
             # next time, whatever the SDK makes of the status.
             revealed.refused(response.status_code)
+            if statuses is not None:
+                statuses.append(response.status_code)
 
         http = self.connections.client(
             headers=headers,
@@ -200,9 +262,10 @@ class McpServer:
         """List the server's tools and make them the agent's tools (see the module's notes)."""
         revealed = Revealed(self.secrets)
         listed: list[McpTool] = []
+        statuses: list[int] = []
         try:
             headers = await revealed.reveal_all(self.spec.headers)
-            async with self._client(headers, revealed) as client:
+            async with self._client(headers, revealed, statuses=statuses) as client:
                 cursor: str | None = None
                 while True:
                     page = await client.list_tools(cursor=cursor)
@@ -213,9 +276,13 @@ class McpServer:
         except SecretUnavailableError:
             raise
         except Exception as error:
+            said = revealed.scrub(_flattened(error))
+            if _unreachable(error, statuses):
+                raise ToolServerUnavailableError(self.spec.name, self.spec.url, said) from error
             raise ConfigurationError(
                 f"MCP server {self.spec.name!r} at {self.spec.url} could not be listed: "
-                f"{revealed.scrub(_flattened(error))}; check that it is up and its url"
+                f"{said}{_answered(statuses)}; it answered, or its url cannot work: fix the url "
+                "(scheme, host, the MCP endpoint's path) or the credentials its headers send"
             ) from error
         by_name = {tool.name: tool for tool in listed}
         wanted = self.spec.allowed_tools if self.spec.allowed_tools is not None else by_name

@@ -80,7 +80,8 @@ class SecretUnavailableError(AgentRunError):
 
 class SecretResolver(Protocol):
     """Reads one secret's value; called at every request that needs it, so a rotated secret is
-    used from the next request on. Raises ``SecretUnavailableError`` when it cannot."""
+    used from the next request on. Raises ``SecretUnavailableError`` when it cannot (anything
+    else it raises is taken as that, with its cause: ``Revealed.reveal``)."""
 
     async def resolve(self, ref: SecretKeyRef) -> str: ...
 
@@ -104,8 +105,8 @@ class MappingSecrets:
     async def resolve(self, ref: SecretKeyRef) -> str:
         try:
             return self.values[str(ref)]
-        except KeyError:
-            raise SecretUnavailableError(ref, "no such entry in the mapping") from None
+        except KeyError as error:
+            raise SecretUnavailableError(ref, "no such entry in the mapping") from error
 
 
 REFUSED_CREDENTIALS = (401, 403)
@@ -145,7 +146,15 @@ class Revealed:
             return value
         if self.resolver is None:
             raise SecretUnavailableError(value.ref, "no secret resolver was given to read it with")
-        secret = await self.resolver.resolve(value.ref)
+        try:
+            secret = await self.resolver.resolve(value.ref)
+        except SecretUnavailableError:
+            raise
+        except Exception as error:
+            # A resolver that failed in its own way (a file, a vault away) read nothing either:
+            # said as such, so the request is known not sent rather than left undecided, and
+            # with its cause, which says what to fix.
+            raise SecretUnavailableError(value.ref, f"{type(error).__name__}: {error}") from error
         self.refs.append(value.ref)
         if secret:
             self.values.append(secret)

@@ -186,8 +186,10 @@ def _faulty(books: McpBooks, app: Any) -> Any:
 
 
 @contextmanager
-def serving() -> Iterator[McpBooks]:
-    """The booking MCP server on a free loopback port (``books.url``) until the block ends."""
+def serving(port: int = 0) -> Iterator[McpBooks]:
+    """The booking MCP server on a free loopback port (``books.url``) until the block ends;
+    on ``port`` when given, so a test can stop a server and start it again where its clients
+    know it (the address is reused at once, as a restarted server's is)."""
     books = McpBooks()
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
@@ -196,7 +198,8 @@ def serving() -> Iterator[McpBooks]:
     # handler yet; a library in a test process has no business doing that, so it is undone.
     root.handlers[:], root.level = handlers, level
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
     sock.listen(128)
     port = sock.getsockname()[1]
     config = uvicorn.Config(
