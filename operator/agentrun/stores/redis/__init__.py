@@ -52,12 +52,7 @@ with driver("redis", extra="redis"):
 
 from agentrun.backend import StoreSet
 from agentrun.errors import ConfigurationError, StoreUnavailableError
-from agentrun.stores.redis._shared import (
-    DEFAULT_PREFIX,
-    DRIVER_ERRORS,
-    Client,
-    UnreadableRecordError,
-)
+from agentrun.stores.redis._shared import DEFAULT_PREFIX, DRIVER_ERRORS, Client
 from agentrun.stores.redis.boundary import RedisBoundaryStore
 from agentrun.stores.redis.checkpoints import DEFAULT_MAX_VALUE_BYTES, RedisCheckpointStore
 from agentrun.stores.redis.eviction import refuse_evicting_server
@@ -76,7 +71,6 @@ __all__ = [
     "RedisIdempotencyStore",
     "RedisLeaseStore",
     "RedisLedger",
-    "UnreadableRecordError",
     "backend_on",
     "open_backend",
     "open_client",

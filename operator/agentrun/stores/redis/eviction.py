@@ -55,5 +55,5 @@ async def refuse_evicting_server(client: Client, where: str) -> None:
                 "a run's fence, lease, claims or checkpoint evicted is a call made twice or a run "
                 f"started over. Set maxmemory-policy {SAFE_POLICY} (redis.conf, or CONFIG SET "
                 f"maxmemory-policy {SAFE_POLICY}): a full server then refuses writes, which the "
-                "kit reports and retries"
+                "kit reports as refused (OOM) until memory is freed"
             )

@@ -11,8 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from agentrun.errors import RunLeaseError
-from agentrun.identifiers import check_run
-from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
+from agentrun.leases import RunLease, renewal_refused
 from agentrun.stores.sqlite._database import NOW_US, Database, Row, first, micros, one, seconds
 
 _LIVE = (
@@ -32,9 +31,6 @@ class SqliteLeaseStore:
         self._database = database
 
     async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
-        check_run(tenant, run_id)
-        require_positive_ttl(ttl)
-
         def work(connection: sqlite3.Connection) -> RunLease:
             live = first(connection, _LIVE, (tenant, run_id))
             if live is not None and live[0] != holder:
@@ -61,7 +57,6 @@ class SqliteLeaseStore:
         return await self._database.write(f"acquire the lease on run {run_id!r}", work)
 
     async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
-        require_positive_ttl(ttl)
         tenant, run_id = lease.tenant, lease.run_id
 
         def work(connection: sqlite3.Connection) -> RunLease:
@@ -90,8 +85,6 @@ class SqliteLeaseStore:
         await self._database.write(f"release the lease on run {lease.run_id!r}", work)
 
     async def held(self, tenant: str, run_id: str) -> RunLease | None:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> Row | None:
             return first(connection, _LIVE, (tenant, run_id))
 
