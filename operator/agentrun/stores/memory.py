@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from agentrun.backend import StoreSet
 from agentrun.boundary import BoundaryCommit
-from agentrun.errors import BudgetExceededError, RunLeaseError
+from agentrun.errors import BudgetExceededError
 from agentrun.history import handle_for, verified
 from agentrun.idempotency import (
     Claim,
@@ -29,7 +29,7 @@ from agentrun.idempotency import (
 )
 from agentrun.leases import RunLease, renewal_refused
 from agentrun.storecore.checked import CheckedSegmentLister
-from agentrun.storecore.fences import refuse_stale
+from agentrun.storecore.fences import held_elsewhere, refuse_stale
 
 Run = tuple[str, str]
 Now = Callable[[], float]
@@ -103,8 +103,12 @@ class MemoryLeaseStore:
         run = (tenant, run_id)
         live = self._live(run)
         if live is not None and live.holder != holder:
-            raise RunLeaseError(
-                run_id, tenant, requested_by=holder, holder=live.holder, fence=live.fence
+            raise held_elsewhere(
+                tenant=tenant,
+                run_id=run_id,
+                requested_by=holder,
+                holder=live.holder,
+                fence=live.fence,
             )
         # Every acquisition is admitted into the book, so its mark is above every fence issued.
         fence = self._fences.highest(run) + 1

@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import asyncpg
 
-from agentrun.errors import RunLeaseError
 from agentrun.leases import RunLease, renewal_refused
+from agentrun.storecore.fences import held_elsewhere
 from agentrun.stores.postgres._shared import PostgresStore
 
 _ACQUIRE = (
@@ -76,9 +76,9 @@ class PostgresLeaseStore(PostgresStore):
             f"acquire the lease on run {run_id!r}", self._acquire, tenant, run_id, holder, ttl
         )
         if row["holder"] != holder:
-            raise RunLeaseError(
-                run_id,
-                tenant,
+            raise held_elsewhere(
+                tenant=tenant,
+                run_id=run_id,
                 requested_by=holder,
                 holder=str(row["holder"]),
                 fence=int(row["fence"]),

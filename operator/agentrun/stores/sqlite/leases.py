@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from agentrun.errors import RunLeaseError
 from agentrun.leases import RunLease, renewal_refused
+from agentrun.storecore.fences import held_elsewhere
 from agentrun.stores.sqlite._database import NOW_US, Database, Row, first, micros, one, seconds
 
 _LIVE = (
@@ -34,8 +34,8 @@ class SqliteLeaseStore:
         def work(connection: sqlite3.Connection) -> RunLease:
             live = first(connection, _LIVE, (tenant, run_id))
             if live is not None and live[0] != holder:
-                raise RunLeaseError(
-                    run_id, tenant, requested_by=holder, holder=live[0], fence=live[1]
+                raise held_elsewhere(
+                    tenant=tenant, run_id=run_id, requested_by=holder, holder=live[0], fence=live[1]
                 )
             (fence,) = one(
                 connection,
