@@ -19,7 +19,7 @@ from agentrun.identifiers import MAX_KEY_BYTES
 from agentrun.storecore.checked import CheckedHistory, CheckedIdempotency
 from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
 from agentrun.testing._base import refuses_unusable_ids
-from tests.kit.stores import CountingCheckpointStore
+from tests.kit.stores import CountingCheckpointStore, RecordingHistoryStore
 
 
 def _with(checkpoints: CountingCheckpointStore) -> StoreSet:
@@ -65,24 +65,11 @@ def test_capabilities_stay_visible_through_the_checks() -> None:
     assert isinstance(backend.boundaries, RunReader)
     assert not isinstance(backend.boundaries, RunAndRecordsReader)  # the memory one reads none
 
-    class Plain:  # a history store that cannot list a run's segments
-        def __init__(self) -> None:
-            self.inner = MemoryHistoryStore()
-
-        async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
-            return await self.inner.put(tenant, run_id, segment, fence=fence)
-
-        async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
-            return await self.inner.fetch(tenant, run_id, handle)
-
-        async def forget(self, tenant: str, run_id: str) -> None:
-            await self.inner.forget(tenant, run_id)
-
     plain = StoreSet(
         checkpoints=backend.checkpoints,
         leases=backend.leases,
         idempotency=backend.idempotency,
-        history=Plain(),
+        history=RecordingHistoryStore(MemoryHistoryStore()),  # lists nothing
         ledger=backend.ledger,
         url="third-party://",
     )
