@@ -51,3 +51,11 @@ async def test_a_script_past_maxmemory_under_noeviction_is_a_refusal(
     finally:
         own_server.cli("config", "set", "maxmemory", "0")
     await own_backend.leases.acquire("acme", "run-1", "w", ttl=30)
+
+
+async def test_a_password_the_server_refuses_is_a_refusal(own_server: RedisServer) -> None:
+    """Opening the stores with a password the server refuses fails the same way again: the
+    kit says so instead of reporting a server to wait for."""
+    with pytest.raises(StoreRefusedError, match="invalid username-password") as refused:
+        await open_backend(f"redis://nobody:wrong@{LOOPBACK}:{own_server.port}/0")
+    assert not refused.value.retryable
