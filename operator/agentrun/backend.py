@@ -11,6 +11,11 @@ so a tool's outcome, a person's answer and an approval's reason are masked whoev
 (the runner, the CLI, the operator), and the ``Checkpointer`` and the operator take the same
 masker from here.
 
+The stores a ``StoreSet`` is built with are put behind the checks every store call gets
+(``agentrun.storecore.checked``): tenant, run id, key and TTL are refused there, once, before
+any store sees them, so an adapter, or a third-party store handed to a ``StoreSet``, keeps no
+checks of its own and cannot leave one out.
+
 ``CheckpointStore`` is here too: it is the one store contract without a module of its own, since
 what it stores is ``frontier``'s and how a frontier is written is ``checkpointing``'s.
 """
@@ -27,6 +32,14 @@ from agentrun.idempotency import IdempotencyStore, masking
 from agentrun.leases import LeaseStore
 from agentrun.ledger import Ledger
 from agentrun.redaction import Masker
+from agentrun.storecore.checked import (
+    checked_boundaries,
+    checked_checkpoints,
+    checked_history,
+    checked_idempotency,
+    checked_leases,
+    checked_ledger,
+)
 
 
 class CheckpointStore(Protocol):
@@ -116,7 +129,10 @@ async def _nothing() -> None:
 
 @dataclass
 class StoreSet:
-    """A ``Backend`` made of five stores and what closes them: what an adapter hands back."""
+    """A ``Backend`` made of five stores and what closes them: what an adapter hands back.
+
+    Each store is kept behind its checks (``agentrun.storecore.checked``); the idempotency
+    store's outcomes are masked too, after the checks."""
 
     checkpoints: CheckpointStore
     leases: LeaseStore
@@ -132,7 +148,13 @@ class StoreSet:
     so a backend of one's own needs only the five stores."""
 
     def __post_init__(self) -> None:
-        self.idempotency = masking(self.idempotency, self.masker.outcome)
+        self.checkpoints = checked_checkpoints(self.checkpoints)
+        self.leases = checked_leases(self.leases)
+        self.idempotency = masking(checked_idempotency(self.idempotency), self.masker.outcome)
+        self.history = checked_history(self.history)
+        self.ledger = checked_ledger(self.ledger)
+        if self.boundaries is not None:
+            self.boundaries = checked_boundaries(self.boundaries)
 
     async def close(self) -> None:
         await self.closer()

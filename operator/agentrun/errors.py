@@ -51,17 +51,22 @@ class StoreError(AgentRunError):
 
 
 class StoreUnavailableError(StoreError):
-    """A store could not be reached or answered with an error; the same call may succeed later."""
+    """A store could not be reached, timed out or was busy; the same call may succeed later.
+
+    Which driver errors are this and which are ``StoreRefusedError`` is decided in one place for
+    every driver (``agentrun.storecore.classify``)."""
 
     outcome = Outcome.STORE_UNAVAILABLE
     then = "The call changed nothing that the kit relies on; retry when the store is back."
 
 
 class StoreRefusedError(StoreError):
-    """A store refused the data itself; sending the same call again would be refused again."""
+    """A store refused the call itself (a constraint, a key of the wrong type, a permission, a
+    memory limit it will not exceed); sending the same call again would be refused again, so a
+    caller that retried on it would retry for ever."""
 
     outcome = Outcome.REFUSED
-    then = "The store refused the data; nothing was written, and the same call will be refused."
+    then = "The store refused it; nothing was written, and the same call will be refused."
 
 
 class CheckpointTooLargeError(AgentRunError):
@@ -161,7 +166,7 @@ class ResumeConflictError(AgentRunError):
 
     outcome = Outcome.HELD_ELSEWHERE
 
-    def __init__(self, run_id: str, tenant: str, holder: str) -> None:
+    def __init__(self, *, run_id: str, tenant: str, holder: str) -> None:
         self.run_id = run_id
         self.tenant = tenant
         self.holder = holder
@@ -208,7 +213,7 @@ class StaleFenceError(AgentRunError):
 
     outcome = Outcome.SUPERSEDED
 
-    def __init__(self, run_id: str, tenant: str, fence: int, current: int, what: str) -> None:
+    def __init__(self, *, run_id: str, tenant: str, fence: int, current: int, what: str) -> None:
         self.run_id = run_id
         self.tenant = tenant
         self.fence = fence
@@ -272,10 +277,31 @@ class NothingCheckpointedError(AgentRunError):
 
     outcome = Outcome.NOTHING_CHECKPOINTED
 
-    def __init__(self, run_id: str, tenant: str) -> None:
+    def __init__(self, *, run_id: str, tenant: str) -> None:
         self.run_id = run_id
         self.tenant = tenant
         super().__init__(
             f"nothing is checkpointed for run {run_id!r} of tenant {tenant!r}. Check the run id "
             "and tenant, and that this worker uses the store the run was written to."
+        )
+
+
+class UnreadableRecordError(AgentRunError):
+    """A record a store keeps for a run does not decode; it was left as it is.
+
+    Any store raises it the same way (``agentrun.storecore.classify.reading``): a record that was
+    not written by this kit, or was damaged, is reported naming the run and the store, never as a
+    bare driver or parsing error. Not retryable: reading it again reads the same bytes.
+    """
+
+    outcome = Outcome.REFUSED
+
+    def __init__(self, *, run_id: str, tenant: str, store: str, detail: str) -> None:
+        self.run_id = run_id
+        self.tenant = tenant
+        self.store = store
+        super().__init__(
+            f"a record of run {run_id!r} of tenant {tenant!r} in {store} cannot be read: "
+            f"{detail}. It was not written by this kit, or was damaged, and was left untouched; "
+            "inspect or delete the run's records by hand."
         )

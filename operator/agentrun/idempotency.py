@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from pydantic import Field, JsonValue
 
@@ -110,11 +110,11 @@ def not_holder(
     """What a store raises when ``holder`` (under ``fence``) records or abandons a claim it
     does not hold: ``claim_fence`` is the fence of the claim the store has (None: no claim)."""
     return StaleFenceError(
-        run_id,
-        tenant,
-        fence,
-        fence if claim_fence is None else claim_fence,
-        f"{what} by {holder!r}, which does not hold the claim",
+        run_id=run_id,
+        tenant=tenant,
+        fence=fence,
+        current=fence if claim_fence is None else claim_fence,
+        what=f"{what} by {holder!r}, which does not hold the claim",
     )
 
 
@@ -267,6 +267,23 @@ class IdempotencyStore(Protocol):
         Raises:
             StoreUnavailableError: The store could not be reached or answered with an error.
         """
+
+
+@runtime_checkable
+class RunAndRecordsReader(Protocol):
+    """A ``RunReader`` that also reads the run's idempotency records in the same round trip and
+    snapshot as its frontier and segments, when they live in its database: a resume with
+    nothing to do between the two reads (``read_and_plan`` without ``before_planning``) then
+    costs one round trip instead of two."""
+
+    def lists_records_of(self, idempotency: IdempotencyStore) -> bool:
+        """Whether ``read_run_and_records`` reads ``idempotency``'s records (one database)."""
+
+    async def read_run_and_records(
+        self, tenant: str, run_id: str
+    ) -> tuple[bytes | None, Mapping[str, bytes], tuple[ListedRecord, ...]]:
+        """``RunReader.read_run``'s frontier and segments, and ``IdempotencyStore.records`` of
+        the run, all read in one snapshot (no records when there is no frontier)."""
 
 
 class MaskedOutcomes:

@@ -35,7 +35,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
 
 from agentrun._base import FrozenModel
 from agentrun.checkpointing import Checkpointer
@@ -53,6 +52,7 @@ from agentrun.idempotency import (
     IdempotencyStore,
     ListedRecord,
     MaskedOutcomes,
+    RunAndRecordsReader,
     marker_key,
 )
 from agentrun.leases import LeasePolicy, LeaseStore, RunLease
@@ -238,7 +238,7 @@ async def claim_resume(
         tenant, run_id, RESUME_CLAIM_KEY, holder=holder, fence=fence, ttl=ttl
     )
     if not claim.won:
-        raise ResumeConflictError(run_id, tenant, claim.record.holder)
+        raise ResumeConflictError(run_id=run_id, tenant=tenant, holder=claim.record.holder)
     return claim
 
 
@@ -248,23 +248,6 @@ async def release_resume(
     await idempotency.abandon(
         tenant, run_id, RESUME_CLAIM_KEY, holder=claim.record.holder, fence=claim.record.fence
     )
-
-
-@runtime_checkable
-class RunAndRecordsReader(Protocol):
-    """A ``RunReader`` that also reads the run's idempotency records in the same round trip and
-    snapshot as its frontier and segments, when they live in its database: a resume with
-    nothing to do between the two reads (``read_and_plan`` without ``before_planning``) then
-    costs one round trip instead of two."""
-
-    def lists_records_of(self, idempotency: IdempotencyStore) -> bool:
-        """Whether ``read_run_and_records`` reads ``idempotency``'s records (one database)."""
-
-    async def read_run_and_records(
-        self, tenant: str, run_id: str
-    ) -> tuple[bytes | None, Mapping[str, bytes], tuple[ListedRecord, ...]]:
-        """``RunReader.read_run``'s frontier and segments, and ``IdempotencyStore.records`` of
-        the run, all read in one snapshot (no records when there is no frontier)."""
 
 
 @dataclass(frozen=True)
@@ -357,7 +340,7 @@ async def read_and_plan(
     else:
         found = await checkpoints.resumable(tenant, run_id, history)
     if found is None:
-        raise NothingCheckpointedError(run_id, tenant)
+        raise NothingCheckpointedError(run_id=run_id, tenant=tenant)
     checkpoint, messages = found
     if before_planning is not None:
         await before_planning(checkpoint)

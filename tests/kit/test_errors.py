@@ -30,6 +30,7 @@ from agentrun.errors import (
     StoreError,
     StoreRefusedError,
     StoreUnavailableError,
+    UnreadableRecordError,
 )
 from agentrun.outcomes import Outcome
 
@@ -63,7 +64,7 @@ CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], Outcome, str
         "Check the tool's own status",
     ),
     ResumeConflictError: (
-        lambda: ResumeConflictError(RUN, "acme", "worker-2"),
+        lambda: ResumeConflictError(run_id=RUN, tenant="acme", holder="worker-2"),
         Outcome.HELD_ELSEWHERE,
         "Wait for it",
     ),
@@ -73,7 +74,9 @@ CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], Outcome, str
         "it will be free once that lease lapses or is released",
     ),
     StaleFenceError: (
-        lambda: StaleFenceError(RUN, "acme", 3, 5, "checkpoint write"),
+        lambda: StaleFenceError(
+            run_id=RUN, tenant="acme", fence=3, current=5, what="checkpoint write"
+        ),
         Outcome.SUPERSEDED,
         "it must stop working on the run",
     ),
@@ -93,7 +96,7 @@ CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], Outcome, str
         "Raise the run's budget",
     ),
     NothingCheckpointedError: (
-        lambda: NothingCheckpointedError(RUN, "acme"),
+        lambda: NothingCheckpointedError(run_id=RUN, tenant="acme"),
         Outcome.NOTHING_CHECKPOINTED,
         "Check the run id",
     ),
@@ -101,6 +104,13 @@ CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], Outcome, str
         lambda: StoreRefusedError("postgres", "write the checkpoint", ValueError("NUL")),
         Outcome.REFUSED,
         "the same call will be refused",
+    ),
+    UnreadableRecordError: (
+        lambda: UnreadableRecordError(
+            run_id=RUN, tenant="acme", store="Redis ledger", detail="the total is not a number"
+        ),
+        Outcome.REFUSED,
+        "inspect or delete the run's records by hand",
     ),
 }
 
@@ -144,14 +154,14 @@ def test_message_names_the_run(cls: type[AgentRunError]) -> None:
 
 def test_the_two_that_must_never_be_retried() -> None:
     indeterminate = IndeterminateToolCallError(RUN, [("c1", "charge_card")])
-    stale = StaleFenceError(RUN, "acme", 1, 2, "history write")
+    stale = StaleFenceError(run_id=RUN, tenant="acme", fence=1, current=2, what="history write")
     assert not indeterminate.retryable
     assert not stale.retryable
 
 
 def test_the_ones_that_may_be_retried() -> None:
     assert RunLeaseError(RUN, "t", requested_by="a", holder="b", fence=1).retryable
-    assert ResumeConflictError(RUN, "t", "b").retryable
+    assert ResumeConflictError(run_id=RUN, tenant="t", holder="b").retryable
     assert StoreUnavailableError("pg", "read", OSError("down")).retryable
 
 
@@ -189,7 +199,7 @@ def test_run_lease_error_detail_replaces_the_holder_sentence() -> None:
 
 
 def test_stale_fence_error_says_both_fences_and_what_was_refused() -> None:
-    error = StaleFenceError(RUN, "acme", 3, 5, "checkpoint write")
+    error = StaleFenceError(run_id=RUN, tenant="acme", fence=3, current=5, what="checkpoint write")
     message = str(error)
     assert message.startswith("checkpoint write")
     assert "fence 3" in message

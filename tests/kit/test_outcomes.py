@@ -95,7 +95,10 @@ def test_a_retry_exit_code_means_a_retry_can_help(outcome: Outcome) -> None:
     ("error", "exit_code"),
     [
         (CheckpointTooLargeError("r", 2_000_000, 1_048_576), Exit.MUST_NOT_CARRY_ON),
-        (StaleFenceError("r", "t", 1, 2, "checkpoint write"), Exit.HELD_ELSEWHERE),
+        (
+            StaleFenceError(run_id="r", tenant="t", fence=1, current=2, what="checkpoint write"),
+            Exit.HELD_ELSEWHERE,
+        ),
         (ProviderError("http://model", "answered 401: bad key", status=401), Exit.REFUSED),
         (ProviderError("http://model", "answered 503: overloaded", status=503), Exit.UNAVAILABLE),
         (ProviderError("http://model", "answered 429: slow down", status=429), Exit.UNAVAILABLE),

@@ -12,16 +12,19 @@ import asyncpg
 import pytest
 
 from agentrun.backend import StoreSet
-from agentrun.errors import StoreUnavailableError
-from agentrun.stores.postgres import PostgresCheckpointStore, PostgresRefusedError, open_backend
+from agentrun.errors import StoreRefusedError, StoreUnavailableError
+from agentrun.storecore.checked import CheckedCheckpoints
+from agentrun.stores.postgres import PostgresCheckpointStore, open_backend
 from agentrun.stores.postgres._lane import Lane, _closed, lane_of, open_lane
 from agentrun.stores.postgres._shared import Database, create_pool
 
 
 def _database(backend: StoreSet) -> Database:
     """The ``Database`` of the backend's checkpoint store (every store of it shares the pool)."""
-    assert isinstance(backend.checkpoints, PostgresCheckpointStore)
-    return backend.checkpoints._db
+    checked = backend.checkpoints
+    assert isinstance(checked, CheckedCheckpoints)
+    assert isinstance(checked.inner, PostgresCheckpointStore)
+    return checked.inner._db
 
 
 async def _pid(database: Database) -> int:
@@ -87,7 +90,7 @@ async def test_a_call_that_fails_on_the_kept_connection_hands_it_back(
         await _pid(database)
         kept = database.pool.get_idle_size()
         if failure == "refused":
-            with pytest.raises(PostgresRefusedError):
+            with pytest.raises(StoreRefusedError):
                 await database.fetchrow("divide", "SELECT 1 / 0 AS x")
         else:
             sleeping = asyncio.create_task(database.fetchrow("sleep", "SELECT pg_sleep(30)"))
@@ -109,7 +112,7 @@ async def test_a_pooled_connection_a_call_failed_on_is_not_kept(postgres_url: st
         lane = lane_of(database.pool)
         assert lane is not None
         assert lane._kept is None  # nothing kept yet
-        with pytest.raises(PostgresRefusedError):
+        with pytest.raises(StoreRefusedError):
             await database.fetchrow("divide", "SELECT 1 / 0 AS x")
         assert lane._kept is None
         assert database.pool.get_idle_size() == database.pool.get_size()

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from agentrun import Backend
-from agentrun.errors import StaleFenceError, StoreUnavailableError
+from agentrun.errors import StaleFenceError, StoreRefusedError
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.redis_server import RedisServer
 
@@ -53,17 +53,19 @@ async def test_a_server_that_forgot_the_script_still_takes_a_large_checkpoint(
     assert _staged_keys(own_server) == []
 
 
-async def test_a_write_the_server_refuses_is_retryable_and_leaves_the_last_frontier(
+async def test_a_write_the_server_refuses_is_refused_and_leaves_the_last_frontier(
     own_server: RedisServer, own_backend: Backend
 ) -> None:
-    """A server out of memory refuses both commands of a put: the caller gets a retryable
-    error, the previous frontier stays, nothing is left staged, and the next put lands."""
+    """A server out of memory refuses both commands of a put: the caller gets a refusal (not
+    retryable: the same put is refused until memory is freed), the previous frontier stays,
+    nothing is left staged, and the next put lands once there is room."""
     await own_backend.checkpoints.put("acme", "big", SMALL, fence=1)
     own_server.cli("config", "set", "maxmemory-policy", "noeviction")
     own_server.cli("config", "set", "maxmemory", "1")
     try:
-        with pytest.raises(StoreUnavailableError, match="maxmemory"):
+        with pytest.raises(StoreRefusedError, match="maxmemory") as refused:
             await own_backend.checkpoints.put("acme", "big", LARGE, fence=1)
+        assert not refused.value.retryable
     finally:
         own_server.cli("config", "set", "maxmemory", "0")
     assert await own_backend.checkpoints.latest("acme", "big") == SMALL

@@ -10,6 +10,7 @@ import pytest
 from redis.typing import EncodableT, FieldT
 
 from agentrun import Backend, testing
+from agentrun.storecore.checked import CheckedLedger
 from agentrun.stores.redis import DEFAULT_PREFIX, RedisLedger
 from agentrun.stores.redis._shared import RunKeys
 
@@ -41,9 +42,10 @@ class TestRedisLedger(testing.LedgerConformance):
         return backend.ledger
 
     async def preload_charges(self, store: object, tenant: str, run_id: str, count: int) -> None:
-        assert isinstance(store, RedisLedger)
+        assert isinstance(store, CheckedLedger)
+        assert isinstance(store.inner, RedisLedger)
         keys = RunKeys.of(DEFAULT_PREFIX, tenant, run_id)
-        client = store._client
+        client = store.inner._client
         for start in range(0, count, 10_000):
             fields: dict[FieldT, EncodableT] = {
                 f"preloaded-{index}": 1 for index in range(start, min(count, start + 10_000))

@@ -16,9 +16,14 @@ import pytest
 
 from agentrun import Backend, open_backend
 from agentrun.checkpointing import Checkpointer
-from agentrun.errors import AgentRunError, CheckpointTooLargeError, StoreUnavailableError
+from agentrun.errors import (
+    AgentRunError,
+    CheckpointTooLargeError,
+    StoreUnavailableError,
+    UnreadableRecordError,
+)
 from agentrun.leases import RunLease
-from agentrun.stores.redis import SOCKET_TIMEOUT_S, UnreadableRecordError
+from agentrun.stores.redis import SOCKET_TIMEOUT_S
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.frontiers import frontier
 from tests.support.redis_server import RedisServer

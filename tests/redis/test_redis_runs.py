@@ -9,6 +9,7 @@ from typing import cast
 import pytest
 
 from agentrun import Backend
+from agentrun.storecore.checked import CheckedCheckpoints
 from agentrun.stores.redis import DEFAULT_PREFIX, RedisCheckpointStore
 from agentrun.stores.redis._shared import RunKeys
 from tests.support.run_scenarios import RunScenarios
@@ -21,8 +22,10 @@ class TestRedisRuns(RunScenarios):
 
     async def kept(self, stores: Backend, tenant: str) -> list[str | bytes]:
         """Every key of the run (on every node of a Cluster), and every value and field in it."""
-        assert isinstance(stores.checkpoints, RedisCheckpointStore)
-        client = stores.checkpoints._client
+        checked = stores.checkpoints
+        assert isinstance(checked, CheckedCheckpoints)
+        assert isinstance(checked.inner, RedisCheckpointStore)
+        client = checked.inner._client
         base = RunKeys.of(DEFAULT_PREFIX, tenant, "r").base
         kept: list[str | bytes] = []
         async for key in client.scan_iter(match=base + "*"):

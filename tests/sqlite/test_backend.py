@@ -9,6 +9,7 @@ import pytest
 
 from agentrun import open_backend
 from agentrun.errors import ConfigurationError
+from agentrun.storecore.checked import CheckedCheckpoints
 from agentrun.stores.sqlite import EXPECTED_SQLITE_SCHEMA, SqliteCheckpointStore
 from agentrun.stores.sqlite._database import DEFAULT_BUSY_TIMEOUT_MS, parse_url
 from agentrun.stores.sqlite.schema import SCHEMA_VERSION, statements, verify
@@ -52,7 +53,8 @@ async def test_a_relative_url_creates_its_folder_under_the_working_directory(
     monkeypatch.chdir(tmp_path)
     backend = await open_backend("sqlite:///./.agentrun/state.db")
     try:
-        assert isinstance(backend.checkpoints, SqliteCheckpointStore)
+        assert isinstance(backend.checkpoints, CheckedCheckpoints)
+        assert isinstance(backend.checkpoints.inner, SqliteCheckpointStore)
         await backend.checkpoints.put("acme", "run", b"{}", fence=1)
     finally:
         await backend.close()

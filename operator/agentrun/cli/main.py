@@ -59,7 +59,7 @@ def _say(line: str = "") -> None:
 async def _frontier(backend: Backend, tenant: str, run_id: str) -> Checkpoint:
     checkpoint = await Checkpointer(backend.checkpoints).latest(tenant, run_id)
     if checkpoint is None:
-        raise NothingCheckpointedError(run_id, tenant)
+        raise NothingCheckpointedError(run_id=run_id, tenant=tenant)
     return checkpoint
 
 
@@ -71,7 +71,7 @@ async def _inspect(args: argparse.Namespace, backend: Backend) -> Exit:
         backend.checkpoints, history=backend.history, boundaries=boundaries
     ).resumable(args.tenant, args.run_id)
     if found is None:
-        raise NothingCheckpointedError(args.run_id, args.tenant)
+        raise NothingCheckpointedError(run_id=args.run_id, tenant=args.tenant)
     checkpoint, transcript = found
     plan = await plan_resume(checkpoint, backend.idempotency, transcript)
     lease = await backend.leases.held(args.tenant, args.run_id)

@@ -6,7 +6,8 @@ given one (``MemoryBackend`` does), so a lease acquisition raises the bar for ev
 of the run at once, as the SQL and Redis stores do with their shared fence row or key.
 
 The clock is injectable (``clock``) and is the store's clock: leases and claims expire by it,
-never by the caller's.
+never by the caller's. Like every store, these check no ids: ``MemoryBackend`` is a ``StoreSet``,
+whose checks come first (``agentrun.storecore.checked``).
 """
 
 from __future__ import annotations
@@ -17,29 +18,22 @@ from dataclasses import dataclass
 
 from agentrun.backend import StoreSet
 from agentrun.boundary import BoundaryCommit
-from agentrun.errors import BudgetExceededError, RunLeaseError, StaleFenceError
+from agentrun.errors import BudgetExceededError
 from agentrun.history import handle_for, verified
 from agentrun.idempotency import (
     Claim,
     ClaimState,
     IdempotencyRecord,
-    IdempotencyStore,
     ListedRecord,
     not_holder,
 )
-from agentrun.identifiers import check_key, check_run
-from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
+from agentrun.leases import RunLease, renewal_refused
+from agentrun.storecore.checked import CheckedSegmentLister
+from agentrun.storecore.fences import held_elsewhere, refuse_stale
 
 Run = tuple[str, str]
 Now = Callable[[], float]
 """The store's clock: expiry is decided by it, never by a caller's."""
-
-
-def _run(tenant: str, run_id: str) -> Run:
-    """The run's key here, once ``check_run`` accepts its ids (as every store must, although
-    a dictionary could hold any)."""
-    check_run(tenant, run_id)
-    return tenant, run_id
 
 
 class FenceBook:
@@ -52,9 +46,9 @@ class FenceBook:
         return self._highest.get(run, 0)
 
     def admit(self, run: Run, fence: int, what: str) -> None:
-        current = self.highest(run)
-        if fence < current:
-            raise StaleFenceError(run[1], run[0], fence, current, what)
+        refuse_stale(
+            tenant=run[0], run_id=run[1], fence=fence, current=self.highest(run), what=what
+        )
         self._highest[run] = fence
 
 
@@ -66,15 +60,15 @@ class MemoryCheckpointStore:
         self._payloads: dict[Run, bytes] = {}
 
     async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
-        run = _run(tenant, run_id)
+        run = (tenant, run_id)
         self._fences.admit(run, fence, "checkpoint write")
         self._payloads[run] = bytes(payload)
 
     async def latest(self, tenant: str, run_id: str) -> bytes | None:
-        return self._payloads.get(_run(tenant, run_id))
+        return self._payloads.get((tenant, run_id))
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        self._payloads.pop(_run(tenant, run_id), None)
+        self._payloads.pop((tenant, run_id), None)
 
 
 @dataclass
@@ -106,12 +100,15 @@ class MemoryLeaseStore:
         )
 
     async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
-        require_positive_ttl(ttl)
-        run = _run(tenant, run_id)
+        run = (tenant, run_id)
         live = self._live(run)
         if live is not None and live.holder != holder:
-            raise RunLeaseError(
-                run_id, tenant, requested_by=holder, holder=live.holder, fence=live.fence
+            raise held_elsewhere(
+                tenant=tenant,
+                run_id=run_id,
+                requested_by=holder,
+                holder=live.holder,
+                fence=live.fence,
             )
         # Every acquisition is admitted into the book, so its mark is above every fence issued.
         fence = self._fences.highest(run) + 1
@@ -120,7 +117,6 @@ class MemoryLeaseStore:
         return self._view(run, self._leases[run])
 
     async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
-        require_positive_ttl(ttl)
         run = (lease.tenant, lease.run_id)
         live = self._live(run)
         if live is None or live.fence != lease.fence or live.holder != lease.holder:
@@ -135,7 +131,7 @@ class MemoryLeaseStore:
             del self._leases[run]
 
     async def held(self, tenant: str, run_id: str) -> RunLease | None:
-        run = _run(tenant, run_id)
+        run = (tenant, run_id)
         live = self._live(run)
         return None if live is None else self._view(run, live)
 
@@ -191,10 +187,7 @@ class MemoryIdempotencyStore:
         call_id: str | None = None,
         tool: str | None = None,
     ) -> Claim:
-        if ttl is not None:
-            require_positive_ttl(ttl)
-        check_key("idempotency key", key)
-        self._fences.admit(_run(tenant, run_id), fence, f"claim of {key}")
+        self._fences.admit((tenant, run_id), fence, f"claim of {key}")
         at = (tenant, run_id, key)
         existing = self._live(at)
         if existing is not None:
@@ -213,7 +206,7 @@ class MemoryIdempotencyStore:
     def _own(
         self, tenant: str, run_id: str, key: str, holder: str, fence: int, what: str
     ) -> _Record:
-        self._fences.admit(_run(tenant, run_id), fence, what)
+        self._fences.admit((tenant, run_id), fence, what)
         record = self._live((tenant, run_id, key))
         if (
             record is None
@@ -242,11 +235,11 @@ class MemoryIdempotencyStore:
         del self._records[(tenant, run_id, key)]
 
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
-        record = self._live((*_run(tenant, run_id), key))
+        record = self._live((tenant, run_id, key))
         return None if record is None else self._view(key, record)
 
     async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
-        run = _run(tenant, run_id)
+        run = (tenant, run_id)
         listed = []
         for at in [at for at in self._records if at[:2] == run]:
             record = self._live(at)
@@ -264,8 +257,7 @@ class MemoryIdempotencyStore:
         by: str,
         claimed_by: tuple[str, int] | None = None,
     ) -> bool:
-        check_key("idempotency key", key)
-        at = (*_run(tenant, run_id), key)
+        at = (tenant, run_id, key)
         previous = self._records.get(at)
         if claimed_by is not None and (
             previous is None
@@ -281,7 +273,7 @@ class MemoryIdempotencyStore:
         return True
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        run = _run(tenant, run_id)
+        run = (tenant, run_id)
         for at in [at for at in self._records if at[:2] == run]:
             del self._records[at]
 
@@ -294,26 +286,26 @@ class MemoryHistoryStore:
         self._segments: dict[Run, dict[str, bytes]] = {}
 
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
-        run = _run(tenant, run_id)
+        run = (tenant, run_id)
         self._fences.admit(run, fence, "history write")
         handle = handle_for(segment)
         self._segments.setdefault(run, {})[handle] = bytes(segment)
         return handle
 
     async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
-        return verified(run_id, handle, self._segments.get(_run(tenant, run_id), {}).get(handle))
+        return verified(run_id, handle, self._segments.get((tenant, run_id), {}).get(handle))
 
     async def fetch_all(self, tenant: str, run_id: str) -> Mapping[str, bytes]:
-        return dict(self._segments.get(_run(tenant, run_id), {}))
+        return dict(self._segments.get((tenant, run_id), {}))
 
     def drop(self, tenant: str, run_id: str, handles: tuple[str, ...]) -> None:
         """Delete the segments a compacted one replaces (for ``MemoryBoundaryStore.commit``)."""
-        segments = self._segments.get(_run(tenant, run_id), {})
+        segments = self._segments.get((tenant, run_id), {})
         for handle in handles:
             segments.pop(handle, None)
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        self._segments.pop(_run(tenant, run_id), None)
+        self._segments.pop((tenant, run_id), None)
 
 
 class MemoryLedger:
@@ -334,8 +326,7 @@ class MemoryLedger:
         budget: int | None,
         fence: int,
     ) -> int:
-        run = _run(tenant, run_id)
-        check_key("charge id", charge_id)
+        run = (tenant, run_id)
         self._fences.admit(run, fence, "ledger charge")
         charges = self._charges.setdefault(run, set())
         spent = self._spent.get(run, 0)
@@ -348,10 +339,10 @@ class MemoryLedger:
         return spent + micros
 
     async def spent(self, tenant: str, run_id: str) -> int:
-        return self._spent.get(_run(tenant, run_id), 0)
+        return self._spent.get((tenant, run_id), 0)
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        run = _run(tenant, run_id)
+        run = (tenant, run_id)
         self._charges.pop(run, None)
         self._spent.pop(run, None)
 
@@ -374,9 +365,7 @@ class MemoryBoundaryStore:
 
     async def commit(self, boundary: BoundaryCommit) -> int | None:
         tenant, run_id, fence = boundary.tenant, boundary.run_id, boundary.fence
-        self._fences.admit(_run(tenant, run_id), fence, "boundary commit")
-        if boundary.charge is not None:
-            check_key("charge id", boundary.charge.charge_id)
+        self._fences.admit((tenant, run_id), fence, "boundary commit")
         if boundary.segment is not None:
             await self._history.put(tenant, run_id, boundary.segment, fence=fence)
         self._history.drop(tenant, run_id, boundary.dropped)
@@ -399,12 +388,8 @@ class MemoryBackend(StoreSet):
     """Every memory store of one process, sharing one fence book and one clock: a ``Backend``
     that tests (and ``open_backend("memory://")``) use where a real one would need a server."""
 
-    checkpoints: MemoryCheckpointStore
-    leases: MemoryLeaseStore
-    idempotency: IdempotencyStore
-    """The memory one, masking outcomes like every backend's (``StoreSet``)."""
-    history: MemoryHistoryStore
-    ledger: MemoryLedger
+    history: CheckedSegmentLister
+    """The memory history store behind its checks, which lists a run's segments."""
 
     def __init__(self, clock: Now = time.monotonic, *, url: str = "memory://") -> None:
         fences = FenceBook()

@@ -17,12 +17,7 @@ from __future__ import annotations
 
 from agentrun.backend import StoreSet
 from agentrun.stores.postgres._lane import open_lane
-from agentrun.stores.postgres._shared import (
-    PostgresRefusedError,
-    PostgresTables,
-    create_pool,
-    redacted,
-)
+from agentrun.stores.postgres._shared import PostgresTables, create_pool, redacted
 from agentrun.stores.postgres.boundary import PostgresBoundaryStore
 from agentrun.stores.postgres.checkpoints import PostgresCheckpointStore
 from agentrun.stores.postgres.history import PostgresHistoryStore
@@ -45,7 +40,6 @@ __all__ = [
     "PostgresIdempotencyStore",
     "PostgresLeaseStore",
     "PostgresLedger",
-    "PostgresRefusedError",
     "PostgresTables",
     "open_backend",
     "schema_sql",

@@ -1,11 +1,13 @@
 """What every PostgreSQL store shares: table names, the pool, driver errors, and the fence.
 
-Driver errors become kit errors in exactly one place (``Database.connection``): a refused
+Driver errors become kit errors in exactly one place (``translated``), by the policy every
+driver shares (``agentrun.storecore.classify.POSTGRES``, on the SQLSTATE's class): a refused
 connection, a dead socket, a timeout or a server error is a retryable ``StoreUnavailableError``;
-data the server refuses to hold is a ``PostgresRefusedError``, because sending the same bytes
-again would be refused again. (What that used to be, a NUL in a frontier or an outcome and an id
-past the index's row size, no longer reaches the server: payloads are ``bytea`` and the kit
-refuses such ids itself, see ``agentrun.identifiers``.) Every
+a call the server refuses (data it cannot hold, a constraint, a privilege) is a
+``StoreRefusedError``, because sending it again would be refused again. (Data it could not hold
+used to be a NUL in a frontier or an outcome and an id past the index's row size; neither
+reaches the server now: payloads are ``bytea`` and the kit refuses such ids itself, see
+``agentrun.identifiers``.) Every
 call carries a timeout of its own, so a server that stops answering fails the call in seconds
 even on a pool the caller built without a ``command_timeout``.
 
@@ -36,20 +38,14 @@ from agentrun.stores.postgres._lane import lane_of
 with driver("asyncpg", extra="postgres"):
     import asyncpg
 
-from agentrun.errors import (
-    ConfigurationError,
-    StaleFenceError,
-    StoreRefusedError,
-    StoreUnavailableError,
-)
+from agentrun.errors import ConfigurationError
+from agentrun.storecore.classify import POSTGRES, classified
+from agentrun.storecore.fences import refuse_stale
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds any one call may take: acquiring a connection, then the statement."""
 
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_REFUSED_CLASSES = ("22", "54")
-"""SQLSTATE classes that say the data, not the server, is the problem: data exception and
-program limit exceeded."""
 
 _DRIVER_ERRORS = (
     asyncpg.PostgresError,
@@ -58,11 +54,6 @@ _DRIVER_ERRORS = (
     OSError,
     TimeoutError,
 )
-
-
-class PostgresRefusedError(StoreRefusedError):
-    """PostgreSQL refused the data itself (a NUL in a JSON string, an id past the index's row
-    size); sending the same call again would be refused again."""
 
 
 @dataclass(frozen=True)
@@ -120,10 +111,9 @@ def translated(store: str, operation: str) -> Iterator[None]:
     try:
         yield
     except _DRIVER_ERRORS as error:
-        sqlstate = getattr(error, "sqlstate", None) or ""
-        if sqlstate[:2] in _REFUSED_CLASSES:
-            raise PostgresRefusedError(store, operation, error) from error
-        raise StoreUnavailableError(store, operation, error) from error
+        sqlstate: str | None = getattr(error, "sqlstate", None)
+        sqlclass = None if sqlstate is None else sqlstate[:2]
+        raise classified(POSTGRES, store, operation, error, sqlclass) from error
 
 
 async def _session_untouched(connection: asyncpg.Connection) -> None:
@@ -246,6 +236,6 @@ the lock writes the row and the WAL too, and the extra CTEs cost what the update
 
 
 def admit(tenant: str, run_id: str, fence: int, current: int, what: str) -> None:
-    """Raise ``StaleFenceError`` unless ``FENCE_CTE`` admitted ``fence`` (it is the mark)."""
-    if current != fence:
-        raise StaleFenceError(run_id, tenant, fence, current, what)
+    """Raise ``StaleFenceError`` unless ``FENCE_CTE`` admitted ``fence``: ``current`` is the
+    mark after the CTE raised it, so above ``fence`` only when the fence was stale."""
+    refuse_stale(tenant=tenant, run_id=run_id, fence=fence, current=current, what=what)

@@ -29,7 +29,6 @@ import asyncpg
 from agentrun.boundary import BoundaryCommit
 from agentrun.history import committed_handle
 from agentrun.idempotency import IdempotencyStore, ListedRecord
-from agentrun.identifiers import check_key, check_run
 from agentrun.stores.postgres._shared import FENCE_CTE, PostgresStore, admit
 from agentrun.stores.postgres.idempotency import LIST, PostgresIdempotencyStore, listed_record
 from agentrun.stores.postgres.ledger import SPENT_SO_FAR
@@ -122,10 +121,7 @@ class PostgresBoundaryStore(PostgresStore):
 
     async def commit(self, boundary: BoundaryCommit) -> int | None:
         tenant, run_id, fence = boundary.tenant, boundary.run_id, boundary.fence
-        check_run(tenant, run_id)
         charge = boundary.charge
-        if charge is not None:
-            check_key("charge id", charge.charge_id)
         segment, dropped = boundary.segment, boundary.dropped
         arguments: list[object] = [tenant, run_id, fence, boundary.frontier]
         if segment is not None:
@@ -143,7 +139,6 @@ class PostgresBoundaryStore(PostgresStore):
         return int(row["spent"] if row["raised"] is None else row["raised"])
 
     async def read_run(self, tenant: str, run_id: str) -> tuple[bytes | None, Mapping[str, bytes]]:
-        check_run(tenant, run_id)
         rows = await self._db.fetch(
             f"read the checkpoint and transcript of run {run_id!r}", self._read_run, tenant, run_id
         )
@@ -157,7 +152,6 @@ class PostgresBoundaryStore(PostgresStore):
     async def read_run_and_records(
         self, tenant: str, run_id: str
     ) -> tuple[bytes | None, Mapping[str, bytes], tuple[ListedRecord, ...]]:
-        check_run(tenant, run_id)
         rows = await self._db.fetch(
             f"read the checkpoint, transcript and records of run {run_id!r}",
             self._read_run_and_records,

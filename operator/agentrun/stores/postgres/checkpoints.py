@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentrun.identifiers import check_run
 from agentrun.stores.postgres._shared import (
     FENCE_CTE,
     PostgresStore,
@@ -44,7 +43,6 @@ class PostgresCheckpointStore(PostgresStore):
         self._put, self._latest, self._forget = sql(_PUT), sql(_LATEST), sql(_FORGET)
 
     async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
-        check_run(tenant, run_id)
         row = await self._db.fetchrow(
             f"write the checkpoint of run {run_id!r}",
             self._put,
@@ -56,14 +54,12 @@ class PostgresCheckpointStore(PostgresStore):
         admit(tenant, run_id, fence, int(row["current"]), "checkpoint write")
 
     async def latest(self, tenant: str, run_id: str) -> bytes | None:
-        check_run(tenant, run_id)
         row = await self._db.fetchrow(
             f"read the checkpoint of run {run_id!r}", self._latest, tenant, run_id
         )
         return None if row is None else bytes(row["payload"])
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        check_run(tenant, run_id)
         await self._db.execute(
             f"forget the checkpoint of run {run_id!r}", self._forget, tenant, run_id
         )

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from agentrun.history import handle_for, verified
-from agentrun.identifiers import check_run
 from agentrun.stores.postgres._shared import (
     FENCE_CTE,
     PostgresStore,
@@ -37,7 +36,6 @@ class PostgresHistoryStore(PostgresStore):
         self._segments = sql(_SEGMENTS)
 
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
-        check_run(tenant, run_id)
         handle = handle_for(segment)
         row = await self._db.fetchrow(
             f"write a transcript segment of run {run_id!r}",
@@ -52,7 +50,6 @@ class PostgresHistoryStore(PostgresStore):
         return handle
 
     async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
-        check_run(tenant, run_id)
         row = await self._db.fetchrow(
             f"read a transcript segment of run {run_id!r}", self._fetch, tenant, run_id, handle
         )
@@ -60,14 +57,12 @@ class PostgresHistoryStore(PostgresStore):
 
     async def fetch_all(self, tenant: str, run_id: str) -> Mapping[str, bytes]:
         """Every segment of the run in one statement (``SegmentLister``)."""
-        check_run(tenant, run_id)
         rows = await self._db.fetch(
             f"read the transcript of run {run_id!r}", self._segments, tenant, run_id
         )
         return {str(row["handle"]): bytes(row["segment"]) for row in rows}
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        check_run(tenant, run_id)
         await self._db.execute(
             f"forget the transcript of run {run_id!r}", self._forget, tenant, run_id
         )

@@ -30,8 +30,6 @@ from agentrun.idempotency import (
     ListedRecord,
     not_holder,
 )
-from agentrun.identifiers import check_key, check_run
-from agentrun.leases import require_positive_ttl
 from agentrun.stores.postgres._shared import (
     FENCE_CTE,
     PostgresStore,
@@ -134,10 +132,6 @@ class PostgresIdempotencyStore(PostgresStore):
         call_id: str | None = None,
         tool: str | None = None,
     ) -> Claim:
-        check_run(tenant, run_id)
-        check_key("idempotency key", key)
-        if ttl is not None:
-            require_positive_ttl(ttl)
         claim = uuid.uuid4()
         row = await self._db.fetchrow(
             f"claim {key!r} for run {run_id!r}",
@@ -184,7 +178,6 @@ class PostgresIdempotencyStore(PostgresStore):
     async def record(
         self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
     ) -> None:
-        check_run(tenant, run_id)
         await self._settle_own(
             self._record,
             f"outcome of {key}",
@@ -197,20 +190,17 @@ class PostgresIdempotencyStore(PostgresStore):
         )
 
     async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
-        check_run(tenant, run_id)
         await self._settle_own(
             self._abandon, f"abandoning {key}", tenant, run_id, key, holder, fence
         )
 
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
-        check_run(tenant, run_id)
         row = await self._db.fetchrow(
             f"read {key!r} of run {run_id!r}", self._read, tenant, run_id, key
         )
         return None if row is None else _record(key, row)
 
     async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
-        check_run(tenant, run_id)
         rows = await self._db.fetch(
             f"list the claims of run {run_id!r}", self._list, tenant, run_id
         )
@@ -226,8 +216,6 @@ class PostgresIdempotencyStore(PostgresStore):
         by: str,
         claimed_by: tuple[str, int] | None = None,
     ) -> bool:
-        check_run(tenant, run_id)
-        check_key("idempotency key", key)
         operation = f"settle {key!r} of run {run_id!r}"
         if claimed_by is not None:
             # One statement, so the check and the write see the same row version.
@@ -248,7 +236,6 @@ class PostgresIdempotencyStore(PostgresStore):
         return True
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        check_run(tenant, run_id)
         await self._db.execute(f"forget the claims of run {run_id!r}", self._forget, tenant, run_id)
 
 

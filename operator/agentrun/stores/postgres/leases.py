@@ -22,9 +22,8 @@ from collections.abc import Callable
 
 import asyncpg
 
-from agentrun.errors import RunLeaseError
-from agentrun.identifiers import check_run
-from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
+from agentrun.leases import RunLease, renewal_refused
+from agentrun.storecore.fences import held_elsewhere
 from agentrun.stores.postgres._shared import PostgresStore
 
 _ACQUIRE = (
@@ -73,15 +72,13 @@ class PostgresLeaseStore(PostgresStore):
         self._release, self._held = sql(_RELEASE), sql(_HELD)
 
     async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
-        check_run(tenant, run_id)
-        require_positive_ttl(ttl)
         row = await self._db.fetchrow(
             f"acquire the lease on run {run_id!r}", self._acquire, tenant, run_id, holder, ttl
         )
         if row["holder"] != holder:
-            raise RunLeaseError(
-                run_id,
-                tenant,
+            raise held_elsewhere(
+                tenant=tenant,
+                run_id=run_id,
                 requested_by=holder,
                 holder=str(row["holder"]),
                 fence=int(row["fence"]),
@@ -89,7 +86,6 @@ class PostgresLeaseStore(PostgresStore):
         return _lease(tenant, run_id, row)
 
     async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
-        require_positive_ttl(ttl)
         row = await self._db.fetchrow(
             f"renew the lease on run {lease.run_id!r}",
             self._renew,
@@ -115,7 +111,6 @@ class PostgresLeaseStore(PostgresStore):
         )
 
     async def held(self, tenant: str, run_id: str) -> RunLease | None:
-        check_run(tenant, run_id)
         row = await self._db.fetchrow(
             f"read the lease on run {run_id!r}", self._held, tenant, run_id
         )

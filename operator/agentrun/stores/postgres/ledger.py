@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentrun.errors import BudgetExceededError
-from agentrun.identifiers import check_key, check_run
 from agentrun.stores.postgres._shared import (
     FENCE_CTE,
     PostgresStore,
@@ -66,8 +65,6 @@ class PostgresLedger(PostgresStore):
         budget: int | None,
         fence: int,
     ) -> int:
-        check_run(tenant, run_id)
-        check_key("charge id", charge_id)
         timeout = self._db.timeout
         async with (
             self._db.connection(f"charge run {run_id!r}") as connection,
@@ -86,14 +83,12 @@ class PostgresLedger(PostgresStore):
         return spent + micros
 
     async def spent(self, tenant: str, run_id: str) -> int:
-        check_run(tenant, run_id)
         row = await self._db.fetchrow(
             f"read the spend of run {run_id!r}", self._spent, tenant, run_id
         )
         return int(row["spent"])
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        check_run(tenant, run_id)
         await self._db.execute(
             f"forget the charges of run {run_id!r}", self._forget, tenant, run_id
         )

@@ -51,13 +51,9 @@ with driver("redis", extra="redis"):
     from redis.backoff import NoBackoff
 
 from agentrun.backend import StoreSet
-from agentrun.errors import ConfigurationError, StoreUnavailableError
-from agentrun.stores.redis._shared import (
-    DEFAULT_PREFIX,
-    DRIVER_ERRORS,
-    Client,
-    UnreadableRecordError,
-)
+from agentrun.errors import ConfigurationError
+from agentrun.storecore.classify import REDIS, classified
+from agentrun.stores.redis._shared import DEFAULT_PREFIX, DRIVER_ERRORS, Client, reply_code
 from agentrun.stores.redis.boundary import RedisBoundaryStore
 from agentrun.stores.redis.checkpoints import DEFAULT_MAX_VALUE_BYTES, RedisCheckpointStore
 from agentrun.stores.redis.eviction import refuse_evicting_server
@@ -76,7 +72,6 @@ __all__ = [
     "RedisIdempotencyStore",
     "RedisLeaseStore",
     "RedisLedger",
-    "UnreadableRecordError",
     "backend_on",
     "open_backend",
     "open_client",
@@ -205,7 +200,9 @@ class _StoreURL:
                 await cluster_client.initialize()
             except DRIVER_ERRORS as error:
                 await cluster_client.aclose()
-                raise StoreUnavailableError("Redis Cluster", "read its slot map", error) from error
+                code = reply_code(error)
+                operation = "read its slot map"
+                raise classified(REDIS, "Redis Cluster", operation, error, code) from error
             return cluster_client
         # Blocking: past ``max_connections`` (default POOL_SIZE) a call waits its turn for up
         # to POOL_WAIT_S instead of failing at once, as the default pool does under load.

@@ -19,8 +19,11 @@ Lua numbers are doubles and ``tostring`` keeps 14 digits, so the scripts format 
 ``%.0f`` (exact below 2**53; fences are ~2**51 today) and never let Redis or ``tostring`` pick.
 
 Errors. Every call to the server goes through ``RedisStore._call``: a connection that fails, a
-timeout, or an error answer becomes ``StoreUnavailableError`` (retryable), and a record a script
-could not read becomes ``UnreadableRecordError`` naming the run. No driver exception escapes.
+timeout, or an error reply becomes the kit's error by the policy every driver shares
+(``agentrun.storecore.classify.REDIS``, on the reply's code): retryable ``StoreUnavailableError``,
+or ``StoreRefusedError`` for a refusal (``WRONGTYPE``, ``NOPERM``, ``OOM``, ...). A record a
+script could not read becomes ``UnreadableRecordError`` naming the run. No driver exception
+escapes.
 """
 
 from __future__ import annotations
@@ -37,15 +40,9 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 
-from agentrun.errors import (
-    AgentRunError,
-    ConfigurationError,
-    StaleFenceError,
-    StoreUnavailableError,
-)
-from agentrun.identifiers import check_run
-from agentrun.leases import require_positive_ttl
-from agentrun.outcomes import Outcome
+from agentrun.errors import ConfigurationError, UnreadableRecordError
+from agentrun.storecore.classify import REDIS, classified
+from agentrun.storecore.fences import refuse_stale
 
 DEFAULT_PREFIX = "agentrun"
 UNREADABLE = "AGENTRUN-UNREADABLE"
@@ -56,21 +53,6 @@ DRIVER_ERRORS = (RedisError, RedisClusterException, OSError)
 Reply = list[bytes | int]
 Command = tuple[str | bytes | int, ...]
 T = TypeVar("T")
-
-
-class UnreadableRecordError(AgentRunError):
-    """A record stored for a run cannot be parsed; it was left as it is."""
-
-    outcome = Outcome.REFUSED
-
-    def __init__(self, run_id: str, tenant: str, detail: str) -> None:
-        self.run_id = run_id
-        self.tenant = tenant
-        super().__init__(
-            f"a record of run {run_id!r} of tenant {tenant!r} in Redis cannot be read: "
-            f"{detail}. It was not written by this kit, or was damaged, and was left untouched; "
-            "inspect or delete the run's keys by hand."
-        )
 
 
 def _part(text: str) -> str:
@@ -87,9 +69,7 @@ class RunKeys:
 
     @classmethod
     def of(cls, prefix: str, tenant: str, run_id: str) -> RunKeys:
-        """The run's keys; refuses (``ConfigurationError``) ids no store can key on, before any
-        command is sent: every call of every Redis store starts here."""
-        check_run(tenant, run_id)
+        """The run's keys, for ids the stores' checks accepted (``agentrun.storecore.checked``)."""
         return cls(tenant, run_id, f"{prefix}:{{{_part(tenant)}:{_part(run_id)}}}:")
 
     @property
@@ -186,9 +166,21 @@ def as_bytes(value: bytes | str | None) -> bytes | None:
 
 
 def ttl_micros(ttl: float) -> int:
-    """A TTL in whole microseconds for a script (at least one), refusing one that is not > 0."""
-    require_positive_ttl(ttl)
+    """A TTL (checked positive before the store is called) in whole microseconds for a
+    script, at least one."""
     return max(1, math.floor(ttl * 1_000_000))
+
+
+def reply_code(error: BaseException) -> str | None:
+    """The code of an error reply (its first word: ``WRONGTYPE``, ``NOPERM``, ``OOM``), which
+    ``classify.REDIS`` decides on; None for an error that is not a reply (a dead socket). The
+    driver takes the code off the message of the replies it has a class for, and keeps it as
+    ``status_code``; a reply it has none for keeps it in the message, also when a script's
+    command failed (``WRONGTYPE ... script: ...``)."""
+    code: str | None = getattr(error, "status_code", None)
+    if code is None and isinstance(error, ResponseError):
+        code = str(error).partition(" ")[0]
+    return code
 
 
 def text(value: bytes | int) -> str:
@@ -220,11 +212,14 @@ class RedisStore:
             if message.startswith(UNREADABLE):
                 detail = message.removeprefix(UNREADABLE).split(" script:", 1)[0].strip()
                 raise UnreadableRecordError(
-                    run.run_id, run.tenant, f"{detail} (while trying to {operation})"
+                    run_id=run.run_id,
+                    tenant=run.tenant,
+                    store=self.name,
+                    detail=f"{detail} (while trying to {operation})",
                 ) from None
-            raise StoreUnavailableError(self.name, operation, error) from error
+            raise classified(REDIS, self.name, operation, error, reply_code(error)) from error
         except DRIVER_ERRORS as error:
-            raise StoreUnavailableError(self.name, operation, error) from error
+            raise classified(REDIS, self.name, operation, error, reply_code(error)) from error
 
     async def _run(
         self,
@@ -291,5 +286,8 @@ class RedisStore:
     def _admitted(reply: Reply, run: RunKeys, fence: int, what: str) -> Reply:
         """The reply of a fenced script, or ``StaleFenceError`` if it refused the fence."""
         if reply[0] == b"stale":
-            raise StaleFenceError(run.run_id, run.tenant, fence, int(text(reply[1])), what)
+            current = int(text(reply[1]))
+            refuse_stale(
+                tenant=run.tenant, run_id=run.run_id, fence=fence, current=current, what=what
+            )
         return reply

@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from agentrun.boundary import BoundaryCommit
 from agentrun.history import committed_handle
 from agentrun.idempotency import IdempotencyStore, ListedRecord
-from agentrun.identifiers import check_key
 from agentrun.stores.redis._shared import Reply, as_bytes, lua, text
 from agentrun.stores.redis.checkpoints import PLACED, RedisCheckpointStore
 from agentrun.stores.redis.idempotency import RECORDS, RedisIdempotencyStore, listed_records
@@ -65,8 +64,6 @@ class RedisBoundaryStore(RedisCheckpointStore):
         tenant, run_id, fence = boundary.tenant, boundary.run_id, boundary.fence
         self._fits(run_id, boundary.frontier)
         charge = boundary.charge
-        if charge is not None:
-            check_key("charge id", charge.charge_id)
         run = self._keys(tenant, run_id)
         segment = boundary.segment
         reply = await self._call(

@@ -19,8 +19,9 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ResponseError
 
-from agentrun.errors import ConfigurationError, StoreUnavailableError
-from agentrun.stores.redis._shared import DRIVER_ERRORS, Client
+from agentrun.errors import ConfigurationError
+from agentrun.storecore.classify import REDIS, classified
+from agentrun.stores.redis._shared import DRIVER_ERRORS, Client, reply_code
 
 SAFE_POLICY = "noeviction"
 
@@ -29,7 +30,8 @@ async def refuse_evicting_server(client: Client, where: str) -> None:
     """Raise ``ConfigurationError`` unless every server behind ``client`` runs ``noeviction``.
 
     ``where`` names the server in the message (host and port: never the URL, which may carry a
-    password). A server that cannot be reached is ``StoreUnavailableError`` (retryable).
+    password). A server that cannot be reached is ``StoreUnavailableError`` (retryable), one
+    that refuses the kit's password ``StoreRefusedError`` (``classify.REDIS``).
     """
     try:
         if isinstance(client, RedisCluster):
@@ -44,8 +46,9 @@ async def refuse_evicting_server(client: Client, where: str) -> None:
             f"never evicts keys; allow INFO for the kit's user (ACL +info)"
         ) from error
     except DRIVER_ERRORS as error:
-        raise StoreUnavailableError(
-            f"Redis at {where}", "read its maxmemory-policy", error
+        code = reply_code(error)
+        raise classified(
+            REDIS, f"Redis at {where}", "read its maxmemory-policy", error, code
         ) from error
     for node, info in answers.items():
         policy = info.get("maxmemory_policy") if isinstance(info, Mapping) else None
@@ -55,5 +58,5 @@ async def refuse_evicting_server(client: Client, where: str) -> None:
                 "a run's fence, lease, claims or checkpoint evicted is a call made twice or a run "
                 f"started over. Set maxmemory-policy {SAFE_POLICY} (redis.conf, or CONFIG SET "
                 f"maxmemory-policy {SAFE_POLICY}): a full server then refuses writes, which the "
-                "kit reports and retries"
+                "kit reports as refused (OOM) until memory is freed"
             )

@@ -13,8 +13,6 @@ round a 16-digit fence.
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
 from agentrun._base import FrozenModel
 from agentrun.idempotency import (
     Claim,
@@ -23,15 +21,8 @@ from agentrun.idempotency import (
     ListedRecord,
     not_holder,
 )
-from agentrun.identifiers import check_key
-from agentrun.stores.redis._shared import (
-    RedisStore,
-    RunKeys,
-    UnreadableRecordError,
-    lua,
-    text,
-    ttl_micros,
-)
+from agentrun.storecore.classify import reading
+from agentrun.stores.redis._shared import RedisStore, RunKeys, lua, text, ttl_micros
 
 RECORDS = """
 local function decoded(raw)
@@ -164,14 +155,8 @@ def listed_records(run: RunKeys, reply: object) -> tuple[ListedRecord, ...]:
 
 
 def _stored(run: RunKeys, key: str, raw: bytes | int) -> _Stored:
-    try:
+    with reading(RedisIdempotencyStore.name, run.tenant, run.run_id, f"idempotency record {key!r}"):
         return _Stored.model_validate_json(raw if isinstance(raw, bytes) else str(raw))
-    except ValidationError as error:
-        raise UnreadableRecordError(
-            run.run_id,
-            run.tenant,
-            f"idempotency record {key!r} is not one this kit wrote ({error})",
-        ) from None
 
 
 def _view(run: RunKeys, key: str, raw: bytes | int, now: bytes | int) -> IdempotencyRecord:
@@ -208,7 +193,6 @@ class RedisIdempotencyStore(RedisStore):
     ) -> Claim:
         micros = "" if ttl is None else str(ttl_micros(ttl))
         run = self._keys(tenant, run_id)
-        check_key("idempotency key", key)
         reply = await self._run(
             BEGIN,
             "claim an idempotency key",
@@ -287,7 +271,6 @@ class RedisIdempotencyStore(RedisStore):
         claimed_by: tuple[str, int] | None = None,
     ) -> bool:
         run = self._keys(tenant, run_id)
-        check_key("idempotency key", key)
         holder, fence = claimed_by if claimed_by is not None else ("", 0)
         reply = await self._run(
             SETTLE,

@@ -13,8 +13,8 @@ keeps nothing on disk (see ``_shared``).
 
 from __future__ import annotations
 
-from agentrun.errors import RunLeaseError
 from agentrun.leases import RunLease, renewal_refused
+from agentrun.storecore.fences import held_elsewhere
 from agentrun.stores.redis._shared import (
     RedisStore,
     Reply,
@@ -101,9 +101,9 @@ class RedisLeaseStore(RedisStore):
             ACQUIRE, "acquire a lease", run, [run.fence, run.lease], [holder, micros]
         )
         if reply[0] == b"held":
-            raise RunLeaseError(
-                run_id,
-                tenant,
+            raise held_elsewhere(
+                tenant=tenant,
+                run_id=run_id,
                 requested_by=holder,
                 holder=text(reply[1]),
                 fence=int(text(reply[2])),

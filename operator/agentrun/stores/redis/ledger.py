@@ -9,14 +9,8 @@ integer arithmetic on the server, not Lua's doubles). Both keys live in the run'
 from __future__ import annotations
 
 from agentrun.errors import BudgetExceededError
-from agentrun.identifiers import check_key
-from agentrun.stores.redis._shared import (
-    RedisStore,
-    UnreadableRecordError,
-    as_bytes,
-    lua,
-    text,
-)
+from agentrun.storecore.classify import reading
+from agentrun.stores.redis._shared import RedisStore, as_bytes, lua, text
 
 CHARGE = lua("""
 local current = refused(KEYS[1], tonumber(ARGV[1]))
@@ -45,7 +39,6 @@ class RedisLedger(RedisStore):
         fence: int,
     ) -> int:
         run = self._keys(tenant, run_id)
-        check_key("charge id", charge_id)
         reply = await self._run(
             CHARGE,
             "record a charge",
@@ -67,12 +60,8 @@ class RedisLedger(RedisStore):
         )
         if total is None:
             return 0
-        try:
+        with reading(self.name, tenant, run_id, f"the total spent, {total[:40]!r}"):
             return int(total)
-        except ValueError:
-            raise UnreadableRecordError(
-                run_id, tenant, f"the total spent, {total[:40]!r}, is not an integer"
-            ) from None
 
     async def forget(self, tenant: str, run_id: str) -> None:
         run = self._keys(tenant, run_id)

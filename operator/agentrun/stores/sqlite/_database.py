@@ -18,7 +18,9 @@ in WAL mode, never wait for a writer.
 ``?busy_timeout=MS``, in milliseconds)
 bounds how long a write waits for another process's lock. Past it SQLite answers SQLITE_BUSY,
 which surfaces as a retryable ``StoreUnavailableError``, never as a hang. Every ``sqlite3``
-error is translated here, in ``Database._call``, and nowhere else.
+error is translated here, in ``Database._run``, and nowhere else, by the policy every driver
+shares (``agentrun.storecore.classify.SQLITE``): a busy or locked file, an I/O error, is
+retryable; a constraint or trigger that refuses the row is a ``StoreRefusedError``.
 
 **Durability: WAL with ``synchronous=FULL``.** WAL with NORMAL already survives a crash of the
 process (kill -9 included): a committed transaction is in the WAL file, in the kernel's hands.
@@ -48,7 +50,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from agentrun.errors import ConfigurationError, StaleFenceError, StoreUnavailableError
+from agentrun.errors import ConfigurationError
+from agentrun.storecore.classify import SQLITE, classified
+from agentrun.storecore.fences import refuse_stale
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -136,7 +140,7 @@ def admit(connection: sqlite3.Connection, tenant: str, run_id: str, fence: int, 
             "SELECT highest FROM agentrun_fences WHERE tenant = ? AND run_id = ?",
             (tenant, run_id),
         )
-        raise StaleFenceError(run_id, tenant, fence, current, what)
+        refuse_stale(tenant=tenant, run_id=run_id, fence=fence, current=current, what=what)
 
 
 def transaction(connection: sqlite3.Connection, work: Work[T]) -> T:
@@ -245,4 +249,7 @@ class Database:
         try:
             return await asyncio.get_running_loop().run_in_executor(executor, call)
         except sqlite3.Error as error:
-            raise StoreUnavailableError(name, operation, error) from error
+            # The primary result code: Python names only the extended codes its SQLite knew.
+            code = getattr(error, "sqlite_errorcode", None)
+            primary = None if code is None else code & 0xFF
+            raise classified(SQLITE, name, operation, error, primary) from error

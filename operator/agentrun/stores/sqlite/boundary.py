@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from agentrun.boundary import BoundaryCommit
 from agentrun.history import committed_handle
 from agentrun.idempotency import IdempotencyStore, ListedRecord
-from agentrun.identifiers import check_key, check_run
 from agentrun.stores.sqlite._database import Database, admit, first
 from agentrun.stores.sqlite.checkpoints import store_frontier
 from agentrun.stores.sqlite.history import store_segment
@@ -31,11 +30,7 @@ class SqliteBoundaryStore:
 
     async def commit(self, boundary: BoundaryCommit) -> int | None:
         tenant, run_id, fence = boundary.tenant, boundary.run_id, boundary.fence
-        check_run(tenant, run_id)
         charge = boundary.charge
-        if charge is not None:
-            check_key("charge id", charge.charge_id)
-
         handle = committed_handle(boundary)
 
         def work(connection: sqlite3.Connection) -> int | None:
@@ -70,8 +65,6 @@ class SqliteBoundaryStore:
     async def _read(
         self, tenant: str, run_id: str, *, records: bool
     ) -> tuple[bytes | None, dict[str, bytes], tuple[ListedRecord, ...]]:
-        check_run(tenant, run_id)
-
         def work(
             connection: sqlite3.Connection,
         ) -> tuple[bytes | None, dict[str, bytes], tuple[ListedRecord, ...]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 
-from agentrun.identifiers import check_run
 from agentrun.stores.sqlite._database import Database, admit, first
 
 
@@ -29,8 +28,6 @@ class SqliteCheckpointStore:
         self._database = database
 
     async def put(self, tenant: str, run_id: str, payload: bytes, *, fence: int) -> None:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> None:
             admit(connection, tenant, run_id, fence, "checkpoint write")
             store_frontier(connection, tenant, run_id, fence, payload)
@@ -38,8 +35,6 @@ class SqliteCheckpointStore:
         await self._database.write(f"write the checkpoint of run {run_id!r}", work)
 
     async def latest(self, tenant: str, run_id: str) -> bytes | None:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> bytes | None:
             row = first(
                 connection,
@@ -51,8 +46,6 @@ class SqliteCheckpointStore:
         return await self._database.read(f"read the checkpoint of run {run_id!r}", work)
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> None:
             connection.execute(
                 "DELETE FROM agentrun_checkpoints WHERE tenant = ? AND run_id = ?", (tenant, run_id)

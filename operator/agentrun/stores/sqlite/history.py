@@ -6,7 +6,6 @@ import sqlite3
 from collections.abc import Mapping
 
 from agentrun.history import handle_for, verified
-from agentrun.identifiers import check_run
 from agentrun.stores.sqlite._database import Database, admit, first
 
 
@@ -27,8 +26,6 @@ class SqliteHistoryStore:
         self._database = database
 
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> str:
             admit(connection, tenant, run_id, fence, "history write")
             handle = handle_for(segment)
@@ -38,8 +35,6 @@ class SqliteHistoryStore:
         return await self._database.write(f"write a transcript segment of run {run_id!r}", work)
 
     async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> bytes | None:
             row = first(
                 connection,
@@ -56,7 +51,6 @@ class SqliteHistoryStore:
 
     async def fetch_all(self, tenant: str, run_id: str) -> Mapping[str, bytes]:
         """Every segment of the run in one read (``SegmentLister``)."""
-        check_run(tenant, run_id)
 
         def work(connection: sqlite3.Connection) -> dict[str, bytes]:
             rows = connection.execute(
@@ -68,8 +62,6 @@ class SqliteHistoryStore:
         return await self._database.read(f"read the transcript of run {run_id!r}", work)
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> None:
             connection.execute(
                 "DELETE FROM agentrun_history WHERE tenant = ? AND run_id = ?", (tenant, run_id)

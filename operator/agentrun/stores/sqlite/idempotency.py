@@ -17,8 +17,6 @@ from agentrun.idempotency import (
     ListedRecord,
     not_holder,
 )
-from agentrun.identifiers import check_key, check_run
-from agentrun.leases import require_positive_ttl
 from agentrun.stores.sqlite._database import (
     NOW_US,
     Database,
@@ -105,10 +103,6 @@ class SqliteIdempotencyStore:
         call_id: str | None = None,
         tool: str | None = None,
     ) -> Claim:
-        check_run(tenant, run_id)
-        check_key("idempotency key", key)
-        if ttl is not None:
-            require_positive_ttl(ttl)
         at = (tenant, run_id, key)
 
         def work(connection: sqlite3.Connection) -> Claim:
@@ -131,7 +125,6 @@ class SqliteIdempotencyStore:
     async def record(
         self, tenant: str, run_id: str, key: str, outcome: str, *, holder: str, fence: int
     ) -> None:
-        check_run(tenant, run_id)
         at = (tenant, run_id, key)
 
         def work(connection: sqlite3.Connection) -> None:
@@ -145,7 +138,6 @@ class SqliteIdempotencyStore:
         await self._database.write(f"record the outcome of {key} for run {run_id!r}", work)
 
     async def abandon(self, tenant: str, run_id: str, key: str, *, holder: str, fence: int) -> None:
-        check_run(tenant, run_id)
         at = (tenant, run_id, key)
 
         def work(connection: sqlite3.Connection) -> None:
@@ -155,8 +147,6 @@ class SqliteIdempotencyStore:
         await self._database.write(f"abandon the claim of {key} for run {run_id!r}", work)
 
     async def read(self, tenant: str, run_id: str, key: str) -> IdempotencyRecord | None:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> Row | None:
             return first(connection, _LIVE, (tenant, run_id, key))
 
@@ -164,7 +154,6 @@ class SqliteIdempotencyStore:
         return None if live is None else _record(key, live)
 
     async def records(self, tenant: str, run_id: str) -> tuple[ListedRecord, ...]:
-        check_run(tenant, run_id)
         return await self._database.read(
             f"list the claims of run {run_id!r}",
             lambda connection: listed_records(connection, tenant, run_id),
@@ -185,8 +174,6 @@ class SqliteIdempotencyStore:
         by: str,
         claimed_by: tuple[str, int] | None = None,
     ) -> bool:
-        check_run(tenant, run_id)
-        check_key("idempotency key", key)
         at = (tenant, run_id, key)
 
         def work(connection: sqlite3.Connection) -> bool:
@@ -212,8 +199,6 @@ class SqliteIdempotencyStore:
         return await self._database.write(f"settle {key} for run {run_id!r}", work)
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> None:
             connection.execute(
                 "DELETE FROM agentrun_idempotency WHERE tenant = ? AND run_id = ?", (tenant, run_id)

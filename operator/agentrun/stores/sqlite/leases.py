@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from agentrun.errors import RunLeaseError
-from agentrun.identifiers import check_run
-from agentrun.leases import RunLease, renewal_refused, require_positive_ttl
+from agentrun.leases import RunLease, renewal_refused
+from agentrun.storecore.fences import held_elsewhere
 from agentrun.stores.sqlite._database import NOW_US, Database, Row, first, micros, one, seconds
 
 _LIVE = (
@@ -32,14 +31,11 @@ class SqliteLeaseStore:
         self._database = database
 
     async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
-        check_run(tenant, run_id)
-        require_positive_ttl(ttl)
-
         def work(connection: sqlite3.Connection) -> RunLease:
             live = first(connection, _LIVE, (tenant, run_id))
             if live is not None and live[0] != holder:
-                raise RunLeaseError(
-                    run_id, tenant, requested_by=holder, holder=live[0], fence=live[1]
+                raise held_elsewhere(
+                    tenant=tenant, run_id=run_id, requested_by=holder, holder=live[0], fence=live[1]
                 )
             (fence,) = one(
                 connection,
@@ -61,7 +57,6 @@ class SqliteLeaseStore:
         return await self._database.write(f"acquire the lease on run {run_id!r}", work)
 
     async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
-        require_positive_ttl(ttl)
         tenant, run_id = lease.tenant, lease.run_id
 
         def work(connection: sqlite3.Connection) -> RunLease:
@@ -90,8 +85,6 @@ class SqliteLeaseStore:
         await self._database.write(f"release the lease on run {lease.run_id!r}", work)
 
     async def held(self, tenant: str, run_id: str) -> RunLease | None:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> Row | None:
             return first(connection, _LIVE, (tenant, run_id))
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import sqlite3
 
 from agentrun.errors import BudgetExceededError
-from agentrun.identifiers import check_key, check_run
 from agentrun.stores.sqlite._database import Database, admit, first, one
 
 _SPENT = (
@@ -71,9 +70,6 @@ class SqliteLedger:
         budget: int | None,
         fence: int,
     ) -> int:
-        check_run(tenant, run_id)
-        check_key("charge id", charge_id)
-
         def work(connection: sqlite3.Connection) -> int:
             admit(connection, tenant, run_id, fence, "ledger charge")
             return charged(connection, tenant, run_id, charge_id, micros, budget)
@@ -81,16 +77,12 @@ class SqliteLedger:
         return await self._database.write(f"charge {charge_id!r} to run {run_id!r}", work)
 
     async def spent(self, tenant: str, run_id: str) -> int:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> int:
             return int(one(connection, _SPENT, (tenant, run_id))[0])
 
         return await self._database.read(f"read the spend of run {run_id!r}", work)
 
     async def forget(self, tenant: str, run_id: str) -> None:
-        check_run(tenant, run_id)
-
         def work(connection: sqlite3.Connection) -> None:
             for table in ("agentrun_charges", "agentrun_spent"):
                 connection.execute(

@@ -1,0 +1,95 @@
+"""What a store gets from the store core for free, whoever wrote it (``agentrun.storecore``).
+
+A third-party store handed to a ``StoreSet`` is never called with an id, a key or a TTL that
+some store cannot keep: the checked layer refuses it first, with the ``ConfigurationError`` every
+store gives. Its optional capabilities stay visible through the layer, and a backend built from
+another backend's stores is not checked (or masked) twice.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agentrun.backend import StoreSet
+from agentrun.boundary import RunReader
+from agentrun.errors import ConfigurationError
+from agentrun.history import SegmentLister
+from agentrun.idempotency import MaskedOutcomes, RunAndRecordsReader
+from agentrun.identifiers import MAX_KEY_BYTES
+from agentrun.storecore.checked import CheckedHistory, CheckedIdempotency
+from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
+from agentrun.testing._base import refuses_unusable_ids
+from tests.kit.stores import CountingCheckpointStore, RecordingHistoryStore
+
+
+def _with(checkpoints: CountingCheckpointStore) -> StoreSet:
+    memory = MemoryBackend()
+    return StoreSet(
+        checkpoints=checkpoints,
+        leases=memory.leases,
+        idempotency=memory.idempotency,
+        history=memory.history,
+        ledger=memory.ledger,
+        url="third-party://",
+    )
+
+
+async def test_a_third_party_store_never_sees_an_id_no_store_can_keep() -> None:
+    store = CountingCheckpointStore(MemoryBackend().checkpoints)
+    backend = _with(store)
+    await refuses_unusable_ids(lambda tenant, run: backend.checkpoints.latest(tenant, run))
+    await refuses_unusable_ids(
+        lambda tenant, run: backend.checkpoints.put(tenant, run, b"{}", fence=1)
+    )
+    assert (store.reads, store.puts) == (0, [])
+    await backend.checkpoints.put("acme", "run-1", b"{}", fence=1)
+    assert store.puts == [b"{}"]
+
+
+async def test_keys_and_ttls_are_refused_before_any_store_is_asked() -> None:
+    backend = MemoryBackend()
+    too_long = "k" * (MAX_KEY_BYTES + 1)
+    with pytest.raises(ConfigurationError, match="idempotency key"):
+        await backend.idempotency.begin("acme", "run-1", too_long, holder="w", fence=1)
+    with pytest.raises(ConfigurationError, match="charge id"):
+        await backend.ledger.charge("acme", "run-1", too_long, 1, budget=None, fence=1)
+    for ttl in (0.0, -1.0, float("nan")):
+        with pytest.raises(ConfigurationError, match="ttl"):
+            await backend.leases.acquire("acme", "run-1", "w", ttl=ttl)
+    assert await backend.leases.held("acme", "run-1") is None
+
+
+def test_capabilities_stay_visible_through_the_checks() -> None:
+    backend = MemoryBackend()
+    assert isinstance(backend.history, SegmentLister)
+    assert isinstance(backend.boundaries, RunReader)
+    assert not isinstance(backend.boundaries, RunAndRecordsReader)  # the memory one reads none
+
+    plain = StoreSet(
+        checkpoints=backend.checkpoints,
+        leases=backend.leases,
+        idempotency=backend.idempotency,
+        history=RecordingHistoryStore(MemoryHistoryStore()),  # lists nothing
+        ledger=backend.ledger,
+        url="third-party://",
+    )
+    assert isinstance(plain.history, CheckedHistory)
+    assert not isinstance(plain.history, SegmentLister)
+
+
+def test_a_backend_of_another_backends_stores_checks_and_masks_once() -> None:
+    backend = MemoryBackend()
+    again = StoreSet(
+        checkpoints=backend.checkpoints,
+        leases=backend.leases,
+        idempotency=backend.idempotency,
+        history=backend.history,
+        ledger=backend.ledger,
+        url="memory://",
+        masker=backend.masker,
+    )
+    assert again.checkpoints is backend.checkpoints
+    assert again.history is backend.history
+    assert again.idempotency is backend.idempotency
+    assert isinstance(again.idempotency, MaskedOutcomes)
+    assert isinstance(again.idempotency.inner, CheckedIdempotency)
