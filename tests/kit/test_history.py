@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import pytest
 
@@ -394,3 +395,60 @@ async def test_an_older_segment_whose_body_names_another_previous_is_unavailable
     head = await store.put(TENANT, RUN, forged, fence=0)
     with pytest.raises(HistoryUnavailableError, match="other chains"):
         await load_chain(store, TENANT, RUN, head)
+
+
+@pytest.fixture
+def collector() -> Iterator[list[int]]:
+    """The generations of the collections that start while the test runs, with the collector
+    made to run at nearly every allocation; its state and thresholds as they were after."""
+    started: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    enabled, thresholds = gc.isenabled(), gc.get_threshold()
+    gc.set_threshold(1)
+    gc.callbacks.append(seen)
+    try:
+        yield started
+    finally:
+        gc.callbacks.remove(seen)
+        gc.set_threshold(*thresholds)
+        (gc.enable if enabled else gc.disable)()
+
+
+async def _listed_chain() -> tuple[MemoryHistoryStore, Mapping[str, bytes], str]:
+    """A chain of two segments of 200 messages each, and its segments as listed."""
+    store = MemoryHistoryStore()
+    head = None
+    for start in (0, 100):
+        fresh = conversation(100, start=start)
+        head = await append_transcript(store, TENANT, RUN, previous=head, messages=fresh, fence=0)
+    assert head is not None
+    return store, await store.fetch_all(TENANT, RUN), head
+
+
+async def test_decoding_leaves_the_collector_running_as_the_caller_had_it(
+    collector: list[int],
+) -> None:
+    """No process-wide state switched under the caller: the collector keeps running while a
+    transcript decodes (a library that paused it would pause every thread of the process)."""
+    store, listed, head = await _listed_chain()
+    gc.enable()
+    collector.clear()
+    messages, _ = await load_chain(store, TENANT, RUN, head, listed)
+    assert gc.isenabled()
+    assert len(collector) >= len(messages)  # several collections a message decoded
+
+
+async def test_decoding_leaves_a_collector_the_caller_switched_off_off(
+    collector: list[int],
+) -> None:
+    store, listed, head = await _listed_chain()
+    gc.disable()
+    collector.clear()
+    messages, _ = await load_chain(store, TENANT, RUN, head, listed)
+    assert messages
+    assert not gc.isenabled()
+    assert collector == []
