@@ -40,6 +40,8 @@ import aiohttp
 import httpx2
 from httpx_aiohttp.httpx2 import AiohttpTransport
 
+from agentrun._compat.aiohttp import never_resend
+
 MAX_CONNECTIONS = 1000
 KEEPALIVE_SECONDS = 2.0
 """How long an idle connection is kept for the next request: less than the idle timeout of the
@@ -150,12 +152,8 @@ class Connections:
             ),
             cookie_jar=aiohttp.DummyCookieJar(),
         )
-        # aiohttp sends a GET, PUT or DELETE again, once, when the connection closes before an
-        # answer (RFC 9112 allows it for idempotent methods). A tool's PUT is a booking whose
-        # outcome is then unknown: it must be reported indeterminate, never sent twice. aiohttp
-        # has no public switch for it (its own tests set this attribute);
-        # tests/runner/test_http_tool.py fails if it stops working.
-        session._retry_connection = False
+        # tests/runner/test_http_tool.py fails if a request is ever sent twice.
+        never_resend(session)
         return session
 
     def client(
