@@ -91,3 +91,19 @@ def test_shut_down_takes_the_masking_away_with_it(started: LogMasking) -> None:
     record = logging.LogRecord("agentrun", logging.INFO, __file__, 1, SECRET, None, None)
     assert all(logger.filter(record) for logger in started.loggers)
     assert record.getMessage() == SECRET
+
+
+def test_a_tools_own_logger_is_masked_at_the_handlers_present_at_start_up() -> None:
+    """A tool logs through a logger of its own package: its records are masked by the root's
+    handlers the operator found at start-up, and so written masked by a root handler added
+    after them."""
+    root = logging.getLogger()
+    with handler_on(root) as at_start:
+        masking = LogMasking(MASKER)
+        masking.install()
+        try:
+            with handler_on(root) as added_later:
+                logging.getLogger("a_tool.reports").error("fetched %s", SECRET)
+        finally:
+            masking.remove()
+    assert at_start.getvalue() == added_later.getvalue() == "fetched [REDACTED]\n"

@@ -42,14 +42,19 @@ as events, and a handler's failure with its traceback)."""
 
 
 class LogMasking:
-    """A ``MaskingFilter`` on every logger of ``MASKED_LOGGERS`` loaded at start-up (each module
-    logs through its own, named after it, and the operator has imported them all by then).
+    """Masks the operator's log, in two places, both installed at start-up and removed by
+    ``stop`` (whoever starts the operator owns them):
 
-    On the loggers where records are made, not on handlers: a logger's filters see each of its
-    records once, before any handler, so a handler added after start-up (an OTLP log exporter, a
-    test's capture) writes masked lines too. A logger's filters do not see its children's
-    records, hence one filter per logger. Whoever starts the operator owns it: ``stop`` removes
-    the filters again."""
+    * On the loggers of ``MASKED_LOGGERS`` loaded at start-up (each module logs through its own,
+      named after it, and the operator has imported them all by then), where their records are
+      made: a logger's filters see each of its records before any handler, so a handler added
+      after start-up (an OTLP log exporter, a test's capture) writes masked lines too. A
+      logger's filters do not see its children's records, hence one filter per logger.
+    * On the root's handlers present at start-up (kopf's logging set-up), for every other
+      logger's records, a tool's own above all. The filter rewrites the record itself, so a
+      root handler added later, called after those, writes it masked as well; only a handler
+      added later on another package's logger sees that package's records as they were made.
+    """
 
     def __init__(self, masker: Masker) -> None:
         self.filter = MaskingFilter(masker)
@@ -59,14 +64,15 @@ class LogMasking:
             if name in MASKED_LOGGERS or name.startswith(tuple(f"{p}." for p in MASKED_LOGGERS))
         ]
         self.loggers.append(logging.getLogger("kopf.objects"))  # no module of that name
+        self.handlers = list(logging.getLogger().handlers)
 
     def install(self) -> None:
-        for logger in self.loggers:
-            logger.addFilter(self.filter)
+        for each in (*self.loggers, *self.handlers):
+            each.addFilter(self.filter)
 
     def remove(self) -> None:
-        for logger in self.loggers:
-            logger.removeFilter(self.filter)
+        for each in (*self.loggers, *self.handlers):
+            each.removeFilter(self.filter)
 
 
 class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
