@@ -39,10 +39,12 @@ is written is a choice (``SegmentForm``): while workers of such a release may st
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
@@ -448,9 +450,14 @@ async def read_chain(
     run_id: str,
     handle: str,
     listed: Mapping[str, bytes] | None = None,
+    *,
+    pause_collector: bool = False,
 ) -> ChainRead:
     """The chain ending at ``handle``: from ``listed`` (the run's segments as stored, already
-    read), else in one round trip from a ``SegmentLister``, else one ``fetch`` per segment."""
+    read), else in one round trip from a ``SegmentLister``, else one ``fetch`` per segment.
+
+    ``pause_collector``: the caller's choice to have Python's cyclic garbage collector off while
+    the chain is decoded (``collector_paused``); off by default, the collector is left alone."""
     if listed is None and isinstance(store, SegmentLister):
         listed = await store.fetch_all(tenant, run_id)
     chain: list[_Link] = []
@@ -467,7 +474,33 @@ async def read_chain(
         )
         chain.append(_Link.of(run_id, cursor, stored))
         cursor = chain[-1].previous
-    return _decoded(run_id, chain)
+    if not pause_collector:
+        return _decoded(run_id, chain)
+    with collector_paused():
+        return _decoded(run_id, chain)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block, then as it was (on again unless the
+    caller had it off), also when the block raises.
+
+    The collector is process-wide: off here, it is off for every thread of the process, which
+    is why a library never does this on its own (``read_chain`` only when asked). Why an
+    application may ask: decoding a transcript makes about ten tracked objects a message (the
+    models, their ``__dict__`` and fields-set, the tuples of parts and calls, the arguments),
+    none of them garbage, and the collector, run every 700 new ones, traverses them again and
+    again while they are young; paused, the first collection after traverses them once. At 200
+    turns that is about a fifth of the decoding's CPU (``bench/README.md``, ``boundaries``).
+    Nothing in the block awaits, so no other coroutine runs while it is off."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _decoded(run_id: str, chain: Sequence[_Link]) -> ChainRead:

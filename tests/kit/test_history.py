@@ -27,6 +27,7 @@ from agentrun.history import (
     load_chain,
     load_transcript,
     previous_of,
+    read_chain,
     verified,
 )
 from agentrun.messages import Message
@@ -452,3 +453,29 @@ async def test_decoding_leaves_a_collector_the_caller_switched_off_off(
     assert messages
     assert not gc.isenabled()
     assert collector == []
+
+
+async def test_a_caller_may_choose_the_collector_paused_while_it_decodes(
+    collector: list[int],
+) -> None:
+    store, listed, head = await _listed_chain()
+    gc.enable()
+    collector.clear()
+    read = await read_chain(store, TENANT, RUN, head, listed, pause_collector=True)
+    assert len(collector) < len(read.messages) / 2  # the walk's, none while it decodes
+    assert gc.isenabled()
+
+
+async def test_the_paused_collector_is_on_again_when_decoding_raises(
+    collector: list[int],
+) -> None:
+    store, listed, head = await _listed_chain()
+    segment = listed[head]
+    garbled = {**listed, head: segment[:-8] + bytes(8)}
+    gc.enable()
+    with pytest.raises(HistoryUnavailableError):
+        # Verified by its handle, so it is the decoding, not the walk, that finds it unreadable.
+        await read_chain(
+            store, TENANT, RUN, handle_for(garbled[head]), garbled, pause_collector=True
+        )
+    assert gc.isenabled()
