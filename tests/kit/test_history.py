@@ -32,6 +32,7 @@ from agentrun.history import (
 )
 from agentrun.messages import Message
 from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
+from tests.support.collector import collections_started
 from tests.support.frontiers import RUN, TENANT, conversation
 
 
@@ -400,23 +401,8 @@ async def test_an_older_segment_whose_body_names_another_previous_is_unavailable
 
 @pytest.fixture
 def collector() -> Iterator[list[int]]:
-    """The generations of the collections that start while the test runs, with the collector
-    made to run at nearly every allocation; its state and thresholds as they were after."""
-    started: list[int] = []
-
-    def seen(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            started.append(info["generation"])
-
-    enabled, thresholds = gc.isenabled(), gc.get_threshold()
-    gc.set_threshold(1)
-    gc.callbacks.append(seen)
-    try:
+    with collections_started() as started:
         yield started
-    finally:
-        gc.callbacks.remove(seen)
-        gc.set_threshold(*thresholds)
-        (gc.enable if enabled else gc.disable)()
 
 
 async def _listed_chain() -> tuple[MemoryHistoryStore, Mapping[str, bytes], str]:
