@@ -45,3 +45,15 @@ def test_a_daemon_can_be_made_to_require_no_finalizer() -> None:
     assert daemon.requires_finalizer is False
     with pytest.raises(LookupError):
         require_no_finalizer(registry, _registry)
+
+
+def test_a_timers_handler_says_its_idle() -> None:
+    """``lifecycle.refuse_diff_users`` finds the timers that read the diff base by it."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.timer("agentrun.dev", "v1alpha1", "agents", idle=5, registry=registry)
+    def quiet(**_: Any) -> None: ...
+
+    [timer] = spawning_handlers(registry)
+    assert timer.fn is quiet
+    assert getattr(timer, "idle", None) == 5
