@@ -25,6 +25,8 @@ Stored bytes after the 200-turn run are the values as the server keeps them (Pos
 a write (no server), redaction off, on, and on without the windowed search (the reference).
 Kit CPU: the in-process cost of a write as deployed (redaction on, out of line, charged,
 compacted and merged) into a ``BoundaryStore`` that keeps nothing, over the longer run.
+Decoding: the CPU of decoding the shorter run's transcript in memory, run after run, with the
+garbage collector as the caller has it (the kit's default) and paused (``pause_collector``).
 
 Timings on a shared 2-core machine are noisy: compare the ratios within one run, not runs.
 """
@@ -56,10 +58,17 @@ from agentrun.backend import StoreSet
 from agentrun.boundary import BoundaryCommit, Charge
 from agentrun.checkpointing import Checkpointer, CheckpointPolicy
 from agentrun.frontier import Boundary, encode, encode_message
-from agentrun.history import HistoryStore, SegmentForm, encode_segment
+from agentrun.history import (
+    HistoryStore,
+    SegmentForm,
+    append_transcript,
+    encode_segment,
+    read_chain,
+)
 from agentrun.messages import Message
 from agentrun.redaction import Masker, Redactor, Rule
 from agentrun.resume import read_and_plan
+from agentrun.stores.memory import MemoryHistoryStore
 from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
 from agentrun.stores.sqlite._database import Database
 from bench.checkpoint_write import (
@@ -507,6 +516,44 @@ async def kit_cpu(turns: int, form: SegmentForm) -> tuple[float, float]:
 # -- servers and printing ---------------------------------------------------------------------
 
 
+DECODES = 300
+"""Decodes timed per row of ``decoding``."""
+
+
+async def decoding(turns: int) -> dict[str, tuple[float, float, float]]:
+    """The CPU (this thread's time, which other processes on the machine barely move) of
+    decoding the ``turns``-turn transcript from its segments already read (16 messages a
+    segment, each compressed alone: ``append_transcript``), as a worker resuming run after run
+    does: the last 20 transcripts kept alive, ``DECODES`` times, with the collector as the caller
+    has it (the kit's default) and paused while decoding (``pause_collector``, the caller's
+    choice). Per row: the median and mean of the decoding alone, and the whole loop's CPU a
+    decode, which also counts the collections a pause only moves to after the decoding."""
+    *_, (_, _, messages) = conversation(turns)
+    store = MemoryHistoryStore()
+    head: str | None = None
+    for at in range(0, len(messages), 16):
+        head = await append_transcript(
+            store, TENANT, "decoded", previous=head, messages=messages[at : at + 16], fence=0
+        )
+    assert head is not None
+    listed = await store.fetch_all(TENANT, "decoded")
+    rows: dict[str, tuple[float, float, float]] = {}
+    for label, paused in (("collector as the caller has it", False), ("paused (opt-in)", True)):
+        kept: list[object] = []
+        spent: list[float] = []
+        gc.collect()
+        whole = time.thread_time()
+        for _ in range(DECODES):
+            started = time.thread_time()
+            read = await read_chain(store, TENANT, "decoded", head, listed, pause_collector=paused)
+            spent.append((time.thread_time() - started) * 1000)
+            kept.append(read.messages)
+            del kept[:-20]
+        per_decode = (time.thread_time() - whole) * 1000 / DECODES
+        rows[label] = (statistics.median(spent), statistics.mean(spent), per_decode)
+    return rows
+
+
 @contextlib.asynccontextmanager
 async def servers(
     folder: Path, names: Sequence[str], fsync: bool
@@ -581,6 +628,7 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
                 resumes.append(await resume_run(label, backend, f"whole-{turns[1]}", turns[1]))
             masked = await masking(turns[0])
             cpu = await kit_cpu(turns[1], form)
+            decoded = await decoding(turns[0])
     fsync_note = "fsync on" if fsync else "fsync off (test server)"
     print(
         f"\nPer boundary, {turns[0]} turns (2 boundaries a turn), segments {form.value}; "
@@ -620,6 +668,12 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
             f"{resumed.walked_trips:>13} {resumed.walked_ms:>8.1f} | "
             f"{resumed.walked_ms / resumed.listed_ms:>12.1f}x"
         )
+    print(
+        f"\nDecoding the {turns[0]}-turn transcript in memory, steady state, CPU ms "
+        f"(median, mean; whole loop a decode), {DECODES} decodes"
+    )
+    for label, (median, mean, loop_ms) in decoded.items():
+        print(f"  {label:<32} {median:>7.2f} {mean:>7.2f}   {loop_ms:>7.2f}")
     print(f"\nBytes stored after the {turns[0]}-turn run (segments + frontier, as kept)")
     for label, kept, once, zlibbed, alone in stored:
         how = "lz4 TOAST" if label == "PostgreSQL" else "uncompressed"

@@ -12,8 +12,6 @@ python3 -m venv "$tmp/venv"
 {
   echo "# The lock: exact versions of everything .[dev] installs, made by \`make lock\` (hack/lock.sh)."
   echo "# hack/install-deps.sh installs with \`pip install -c constraints.txt\`."
-  echo "# httpx and httpcore come with httpx-aiohttp's base install; only its httpx2 transport is"
-  echo "# used (pyproject.toml, extra agents, says why and why its range stops at 0.3)."
   echo "# zstandard writes and reads SegmentForm.ZSTD transcript segments (pyproject.toml says why"
   echo "# its range stops at the next 0.x minor)."
   echo "# ahocorasick-rs finds the literals that gate redaction's rules (pyproject.toml says why,"

@@ -298,16 +298,22 @@ class Checkpointer:
         history: HistoryStore | None = None,
         masker: Masker | None = None,
         boundaries: BoundaryStore | None = None,
+        pause_collector: bool = False,
     ) -> None:
         """``masker`` is the run's redaction, shared with what else writes for the run (a
         backend's, see ``Backend.masker``); without one, ``extra_patterns`` and ``redact`` build
         it. ``self.masker`` is what the runner masks everything else it writes with.
         ``boundaries`` commits a whole boundary at once; it must write to the same database as
-        ``store``, ``history`` and the runner's ledger (``StoreSet.boundaries`` does)."""
+        ``store``, ``history`` and the runner's ledger (``StoreSet.boundaries`` does).
+        ``pause_collector`` switches Python's garbage collector off, for the whole process, while
+        a transcript is decoded (``history.collector_paused`` says what it saves): an
+        application that owns its process may choose it; off by default, the kit leaves the
+        collector as its caller has it."""
         self.store = store
         self.policy = policy or CheckpointPolicy()
         self.history = history
         self.boundaries = boundaries
+        self.pause_collector = pause_collector
         self.masker = masker or Masker.build(extra_patterns, redact=redact)
         self.redactor = self.masker.redactor
         self._messages = _MessageMemo(self.redactor)
@@ -626,7 +632,12 @@ class Checkpointer:
                 "no history store is configured on this worker",
             )
         read = await read_chain(
-            history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle, listed
+            history,
+            checkpoint.tenant,
+            checkpoint.run_id,
+            checkpoint.history_handle,
+            listed,
+            pause_collector=self.pause_collector,
         )
         messages = read.messages
         if len(messages) != checkpoint.history_length:

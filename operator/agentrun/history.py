@@ -485,9 +485,14 @@ async def read_chain(
     run_id: str,
     handle: str,
     listed: Mapping[str, bytes] | None = None,
+    *,
+    pause_collector: bool = False,
 ) -> ChainRead:
     """The chain ending at ``handle``: from ``listed`` (the run's segments as stored, already
-    read), else in one round trip from a ``SegmentLister``, else one ``fetch`` per segment."""
+    read), else in one round trip from a ``SegmentLister``, else one ``fetch`` per segment.
+
+    ``pause_collector``: the caller's choice to have Python's cyclic garbage collector off while
+    the chain is decoded (``collector_paused``); off by default, the collector is left alone."""
     if listed is None and isinstance(store, SegmentLister):
         listed = await store.fetch_all(tenant, run_id)
     chain: list[_Link] = []
@@ -504,8 +509,33 @@ async def read_chain(
         )
         chain.append(_Link.of(run_id, cursor, stored))
         cursor = chain[-1].previous
-    with _collector_paused():
+    if not pause_collector:
         return _decoded(run_id, chain)
+    with collector_paused():
+        return _decoded(run_id, chain)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block, then as it was (on again unless the
+    caller had it off), also when the block raises.
+
+    The collector is process-wide: off here, it is off for every thread of the process, which
+    is why a library never does this on its own (``read_chain`` only when asked). Why an
+    application may ask: decoding a transcript makes about ten tracked objects a message (the
+    models, their ``__dict__`` and fields-set, the tuples of parts and calls, the arguments),
+    none of them garbage, and the collector, run every 700 new ones, traverses them again and
+    again while they are young; paused, the first collection after traverses them once. At 200
+    turns that is about a fifth of the decoding's CPU (``bench/README.md``, ``boundaries``).
+    Nothing in the block awaits, so no other coroutine runs while it is off."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _decoded(run_id: str, chain: Sequence[_Link]) -> ChainRead:
@@ -532,30 +562,6 @@ def _decoded(run_id: str, chain: Sequence[_Link]) -> ChainRead:
             settled = ChainPoint(link.handle, len(messages), context)
             unsettled, unsettled_bytes = [], 0
     return ChainRead(tuple(messages), context, settled, tuple(unsettled), unsettled_bytes)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a transcript is decoded, then back as it was
-    (a caller that had it off keeps it off).
-
-    Decoding a transcript makes tens of thousands of container objects (every message, part,
-    tool call and argument), none of them garbage, and the collector runs every 700 new ones,
-    each run scanning the objects made since and, now and then, the whole heap: at 200 turns
-    that was about half of the decoding (``bench/README.md``). Reference counting still frees
-    everything as usual; the objects are
-    only looked at once, by the first collection after this, instead of over and over during
-    it. Nothing here awaits, so no other coroutine runs while it is off; another thread that
-    finds it off and switches it on again early only costs this decoding its speed.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 async def load_transcript(

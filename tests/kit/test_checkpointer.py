@@ -55,6 +55,7 @@ from tests.kit.stores import (
     unavailable,
 )
 from tests.support.chain_faults import RecordingBoundaries
+from tests.support.collector import collections_started
 from tests.support.frontiers import (
     APPROVAL,
     RUN,
@@ -292,6 +293,25 @@ async def test_the_history_goes_out_of_line_and_grows_linearly(backend: MemoryBa
     latest = await fresh.latest(TENANT, RUN)
     assert latest is not None
     assert await fresh.transcript(latest) == messages
+
+
+@pytest.mark.parametrize("paused", [False, True], ids=["default", "pause_collector"])
+async def test_a_resume_pauses_the_collector_only_when_the_checkpointer_is_told_to(
+    backend: MemoryBackend, paused: bool
+) -> None:
+    """Off by default: the kit leaves the collector as its caller has it. The collections are
+    counted while the transcript is read back with the collector run at nearly every allocation;
+    paused, the decoding (about ten new objects a message) makes none of them."""
+    writer = Checkpointer(backend.checkpoints, history=backend.history)
+    messages = conversation(100)
+    assert await writer.write(frontier(messages=messages)) is not None
+    reader = Checkpointer(backend.checkpoints, history=backend.history, pause_collector=paused)
+    latest = await reader.latest(TENANT, RUN)
+    assert latest is not None
+    with collections_started() as collections:
+        assert await reader.transcript(latest) == messages
+    assert gc.isenabled()
+    assert (len(collections) < len(messages) / 2) is paused
 
 
 # How the compacted and the transient segments of each form begin: ``SegmentForm.ZSTD`` keeps

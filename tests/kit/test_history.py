@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import pytest
 
@@ -26,10 +27,12 @@ from agentrun.history import (
     load_chain,
     load_transcript,
     previous_of,
+    read_chain,
     verified,
 )
 from agentrun.messages import Message
 from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
+from tests.support.collector import collections_started
 from tests.support.frontiers import RUN, TENANT, conversation
 
 
@@ -394,3 +397,71 @@ async def test_an_older_segment_whose_body_names_another_previous_is_unavailable
     head = await store.put(TENANT, RUN, forged, fence=0)
     with pytest.raises(HistoryUnavailableError, match="other chains"):
         await load_chain(store, TENANT, RUN, head)
+
+
+@pytest.fixture
+def collector() -> Iterator[list[int]]:
+    with collections_started() as started:
+        yield started
+
+
+async def _listed_chain() -> tuple[MemoryHistoryStore, Mapping[str, bytes], str]:
+    """A chain of two segments of 200 messages each, and its segments as listed."""
+    store = MemoryHistoryStore()
+    head = None
+    for start in (0, 100):
+        fresh = conversation(100, start=start)
+        head = await append_transcript(store, TENANT, RUN, previous=head, messages=fresh, fence=0)
+    assert head is not None
+    return store, await store.fetch_all(TENANT, RUN), head
+
+
+async def test_decoding_leaves_the_collector_running_as_the_caller_had_it(
+    collector: list[int],
+) -> None:
+    """No process-wide state switched under the caller: the collector keeps running while a
+    transcript decodes (a library that paused it would pause every thread of the process)."""
+    store, listed, head = await _listed_chain()
+    gc.enable()
+    collector.clear()
+    messages, _ = await load_chain(store, TENANT, RUN, head, listed)
+    assert gc.isenabled()
+    assert len(collector) >= len(messages)  # several collections a message decoded
+
+
+async def test_decoding_leaves_a_collector_the_caller_switched_off_off(
+    collector: list[int],
+) -> None:
+    store, listed, head = await _listed_chain()
+    gc.disable()
+    collector.clear()
+    messages, _ = await load_chain(store, TENANT, RUN, head, listed)
+    assert messages
+    assert not gc.isenabled()
+    assert collector == []
+
+
+async def test_a_caller_may_choose_the_collector_paused_while_it_decodes(
+    collector: list[int],
+) -> None:
+    store, listed, head = await _listed_chain()
+    gc.enable()
+    collector.clear()
+    read = await read_chain(store, TENANT, RUN, head, listed, pause_collector=True)
+    assert len(collector) < len(read.messages) / 2  # the walk's, none while it decodes
+    assert gc.isenabled()
+
+
+async def test_the_paused_collector_is_on_again_when_decoding_raises(
+    collector: list[int],
+) -> None:
+    store, listed, head = await _listed_chain()
+    segment = listed[head]
+    garbled = {**listed, head: segment[:-8] + bytes(8)}
+    gc.enable()
+    with pytest.raises(HistoryUnavailableError):
+        # Verified by its handle, so it is the decoding, not the walk, that finds it unreadable.
+        await read_chain(
+            store, TENANT, RUN, handle_for(garbled[head]), garbled, pause_collector=True
+        )
+    assert gc.isenabled()

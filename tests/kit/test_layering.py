@@ -52,8 +52,9 @@ def test_every_module_of_the_package_is_in_a_layer() -> None:
 
 def test_every_module_of_the_kit_is_kept_free_of_drivers() -> None:
     """The forbidden contract names its modules one by one: a new kit module must join it.
-    Only the front ends and the two adapters that need a driver (and the package that opens
-    them lazily) are left out."""
+    Only the front ends, the two adapters that need a driver (and the package that opens them
+    lazily) and the compatibility modules (``_compat``: one a dependency family, kopf's among
+    them; a kit module importing that one breaks the contract all the same) are left out."""
     contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
     layers = next(c for c in contracts if c["type"] == "layers")["layers"]
     forbidden = next(c for c in contracts if c["type"] == "forbidden")["source_modules"]
@@ -61,7 +62,8 @@ def test_every_module_of_the_kit_is_kept_free_of_drivers() -> None:
         module.strip()
         for layer in layers
         for module in layer.replace("|", ":").split(":")
-        if module.strip() not in ("agentrun.cli", "agentrun.operator", "agentrun.stores")
+        if module.strip()
+        not in ("agentrun.cli", "agentrun.operator", "agentrun.stores", "agentrun._compat")
     } | {"agentrun.stores.memory", "agentrun.stores.sqlite"}
     assert set(forbidden) == kit
 
@@ -138,3 +140,16 @@ def test_every_module_of_the_runner_and_the_operator_is_in_a_nested_layer() -> N
         }
         assert modules - named == set(), f"add these to a layer of {container}"
         assert named - modules == set(), f"{container}'s layers name modules that do not exist"
+
+
+def test_the_http_stack_needs_no_httpx_aiohttp() -> None:
+    """The shared pool's transport is the runner's own (``runner.connections``): nothing of
+    ``httpx-aiohttp`` is used, so it is not a dependency."""
+    done = _python(
+        "import sys\n"
+        "sys.modules['httpx_aiohttp'] = None\n"
+        "from agentrun.runner.connections import Connections\n"
+        "print(type(Connections().client()).__name__)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "AsyncClient\n"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import kopf
 
+from agentrun._compat.kopf import spawning_handlers
 from agentrun.operator import main
 
 
 def _requires_finalizer(fn: object) -> bool | None:
-    handlers = kopf.get_default_registry()._spawning.get_all_handlers()
-    [handler] = [each for each in handlers if each.fn is fn]
+    [handler] = [h for h in spawning_handlers(kopf.get_default_registry()) if h.fn is fn]
     return handler.requires_finalizer
 
 

@@ -15,7 +15,7 @@ from agentrun.backend import StoreSet
 from agentrun.errors import StoreRefusedError, StoreUnavailableError
 from agentrun.storecore.checked import CheckedCheckpoints
 from agentrun.stores.postgres import PostgresCheckpointStore, open_backend
-from agentrun.stores.postgres._lane import Lane, _closed, lane_of, open_lane
+from agentrun.stores.postgres._lane import Lane, _closed
 from agentrun.stores.postgres._shared import Database, create_pool
 
 
@@ -56,7 +56,7 @@ async def test_calls_one_after_another_keep_one_connection_out_of_the_pool(
 ) -> None:
     async with await open_backend(postgres_url) as backend:
         database = _database(backend)
-        assert lane_of(database.pool) is not None
+        assert database._lane is not None
         pids = {await _pid(database) for _ in range(5)}
         await backend.checkpoints.put(f"t-{uuid.uuid4().hex[:8]}", "run", b"{}", fence=1)
         pids.add(await _pid(database))
@@ -109,7 +109,7 @@ async def test_a_call_that_fails_on_the_kept_connection_hands_it_back(
 async def test_a_pooled_connection_a_call_failed_on_is_not_kept(postgres_url: str) -> None:
     async with await open_backend(postgres_url) as backend:
         database = _database(backend)
-        lane = lane_of(database.pool)
+        lane = database._lane
         assert lane is not None
         assert lane._kept is None  # nothing kept yet
         with pytest.raises(StoreRefusedError):
@@ -150,7 +150,7 @@ async def test_a_kept_connection_the_server_ended_is_not_used(postgres_url: str)
     async with await open_backend(postgres_url) as backend:
         database = _database(backend)
         ended = await _pid(database)
-        lane = lane_of(database.pool)
+        lane = database._lane
         assert lane is not None
         kept: Any = lane._kept
         seen = asyncio.Event()
@@ -200,7 +200,6 @@ async def test_closing_the_backend_hands_the_kept_connection_back(
         await backend.close()
         if sleeping is not None:
             await sleeping
-    assert lane_of(database.pool) is None
     assert await _connections(postgres_url, name) == 0
 
 
@@ -227,7 +226,7 @@ async def test_a_pool_the_application_owns_keeps_nothing(postgres_url: str) -> N
     pool = await asyncpg.create_pool(postgres_url, min_size=1, max_size=2)
     try:
         store = PostgresCheckpointStore(pool)
-        assert lane_of(pool) is None
+        assert store._db._lane is None
         await store.put(f"t-{uuid.uuid4().hex[:8]}", "run", b"{}", fence=1)
         assert pool.get_idle_size() == pool.get_size()
     finally:
@@ -235,12 +234,15 @@ async def test_a_pool_the_application_owns_keeps_nothing(postgres_url: str) -> N
             await pool.close()
 
 
-async def test_stores_built_after_a_lane_closed_keep_nothing(postgres_url: str) -> None:
-    pool = await create_pool(postgres_url)
-    try:
-        lane = open_lane(pool)
-        await lane.close()
-        assert lane_of(pool) is None
-        assert PostgresCheckpointStore(pool)._db._lane is None
-    finally:
-        await pool.close()
+async def test_a_store_built_on_a_backends_pool_without_its_lane_keeps_nothing(
+    postgres_url: str,
+) -> None:
+    """The lane is the backend's, handed to the stores it builds: another store on the same pool
+    does not find it (no table of lanes by pool) and takes pooled connections."""
+    async with await open_backend(postgres_url) as backend:
+        database = _database(backend)
+        kept = await _pid(database)
+        other = PostgresCheckpointStore(database.pool)
+        assert other._db._lane is None
+        assert await _pid(other._db) != kept
+        assert await _pid(database) == kept

@@ -1,21 +1,23 @@
 """Operator start-up and shut-down: settings, the stores, the API client, metrics, agents, and
 the OTLP export of spans when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (the chart's ``tracing``).
 
-Start-up also points everything the operator writes for people at the backend's ``Masker``: the
-status writers take it from the backend, events (``events.mask_with``) and the log
-(``mask_the_log``) are set here, before the first run is picked up.
+Everything the operator writes for people is masked with the backend's ``Masker``: the status
+writers and the events' poster take it from the backend (``context.backend.masker``), and the
+log's filters (``LogMasking``) are installed here, before the first run is picked up, and removed
+at shut-down.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 import kopf
 
+from agentrun._compat.kopf import changing_handlers, spawning_handlers
 from agentrun.errors import ConfigurationError
-from agentrun.operator import events
 from agentrun.operator.agent_resolver import AgentResolver
 from agentrun.operator.config import DEFAULT_CONTROLLER, OperatorConfig
 from agentrun.operator.context import OperatorContext
@@ -33,13 +35,44 @@ INSTANT_EXIT = 0.5
 """Seconds kopf waits for a daemon it stopped before it patches the object to look again."""
 
 
-def mask_the_log(masker: Masker) -> None:
-    """Mask every log line the operator writes: the per-run lines (``kopf.objects``, which kopf
-    also posts as events) where they are made, and everything else at the root's handlers, where
-    the kit's own loggers (a tool's output quoted by the runner) arrive."""
-    logging.getLogger("kopf.objects").addFilter(MaskingFilter(masker))
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(MaskingFilter(masker))
+MASKED_LOGGERS = ("agentrun", "kopf")
+"""The packages whose loggers' records are masked: the kit's (a tool's output quoted by the
+runner, a store's error) and kopf's (the per-run lines of ``kopf.objects``, which kopf also posts
+as events, and a handler's failure with its traceback)."""
+
+
+class LogMasking:
+    """Masks the operator's log, in two places, both installed at start-up and removed by
+    ``stop`` (whoever starts the operator owns them):
+
+    * On the loggers of ``MASKED_LOGGERS`` loaded at start-up (each module logs through its own,
+      named after it, and the operator has imported them all by then), where their records are
+      made: a logger's filters see each of its records before any handler, so a handler added
+      after start-up (an OTLP log exporter, a test's capture) writes masked lines too. A
+      logger's filters do not see its children's records, hence one filter per logger.
+    * On the root's handlers present at start-up (kopf's logging set-up), for every other
+      logger's records, a tool's own above all. The filter rewrites the record itself, so a
+      root handler added later, called after those, writes it masked as well; only a handler
+      added later on another package's logger sees that package's records as they were made.
+    """
+
+    def __init__(self, masker: Masker) -> None:
+        self.filter = MaskingFilter(masker)
+        self.loggers = [
+            logging.getLogger(name)
+            for name in sorted(sys.modules)
+            if name in MASKED_LOGGERS or name.startswith(tuple(f"{p}." for p in MASKED_LOGGERS))
+        ]
+        self.loggers.append(logging.getLogger("kopf.objects"))  # no module of that name
+        self.handlers = list(logging.getLogger().handlers)
+
+    def install(self) -> None:
+        for each in (*self.loggers, *self.handlers):
+            each.addFilter(self.filter)
+
+    def remove(self) -> None:
+        for each in (*self.loggers, *self.handlers):
+            each.removeFilter(self.filter)
 
 
 class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
@@ -65,11 +98,9 @@ def refuse_diff_users(registry: kopf.OperatorRegistry) -> None:
     resume, delete or field handler, and no daemon or timer with an ``idle``. Raises naming the
     first handler that would, so adding one fails at start-up rather than never firing.
 
-    kopf has no public listing of a registry's handlers, so this reads its private ``_changing``
-    and ``_spawning`` registries: kopf is pinned (``constraints.txt``), and
-    ``tests/operator/test_no_diff_base.py`` fails if a kopf upgrade moves them."""
-    changing = registry._changing._handlers
-    idling = [h for h in registry._spawning._handlers if getattr(h, "idle", None) is not None]
+    kopf has no public listing of a registry's handlers (``agentrun._compat.kopf``)."""
+    changing = changing_handlers(registry)
+    idling = [h for h in spawning_handlers(registry) if getattr(h, "idle", None) is not None]
     for handler in (*changing, *idling):
         raise kopf.PermanentError(
             f"kopf handler {handler.id} needs a diff base, which NoDiffBase keeps empty: "
@@ -112,8 +143,8 @@ async def start(
         # No retry can help (a store that may evict keys, a malformed URL): a person has to
         # change it, so the operator exits saying what, rather than retrying every minute.
         raise kopf.PermanentError(str(error)) from error
-    events.mask_with(backend.masker)
-    mask_the_log(backend.masker)
+    memo.log_masking = LogMasking(backend.masker)
+    memo.log_masking.install()
     metrics = Metrics()
     metrics.serve(config.metrics_port)
     agents = registered_agents()
@@ -139,6 +170,9 @@ async def start(
 
 
 async def stop(memo: Any) -> None:
+    log_masking: LogMasking | None = getattr(memo, "log_masking", None)
+    if log_masking is not None:
+        log_masking.remove()
     forgetting: Forgetting | None = getattr(memo, "forgetting", None)
     if forgetting is not None:
         await forgetting.close()

@@ -9,13 +9,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
 
+from agentrun._compat.kopf import require_no_finalizer
 from agentrun.operator.agent_probe import TICK, due, probe
 from agentrun.operator.agent_resource import AGENT_PLURAL
 from agentrun.operator.claims import ours
@@ -82,7 +82,7 @@ async def run_agent(
         await RunWorker(context, body, lambda: bool(stopped), logger, news).work()
 
 
-def keep_no_kopf_finalizer(spawned: object) -> None:
+def keep_no_kopf_finalizer(spawned: Callable[..., Any]) -> None:
     """kopf puts a finalizer of its own on every object one of its daemons or timers runs for,
     to stop it before the object goes; the decorators offer no way out of it. This operator
     needs none, and one outliving its operator blocks deletions for good:
@@ -98,15 +98,9 @@ def keep_no_kopf_finalizer(spawned: object) -> None:
       namespace, until someone removed the finalizer by hand.
 
     So the handler is registered as requiring none; objects an earlier release gave the
-    finalizer lose it at their next event, as kopf drops a finalizer nothing requires. Relies on
-    kopf's registry (pinned in constraints.txt; ``tests/operator/test_kopf_finalizer.py`` fails
-    if it moves)."""
-    handlers = kopf.get_default_registry()._spawning._handlers
-    for index, handler in enumerate(handlers):
-        if handler.fn is spawned:
-            handlers[index] = dataclasses.replace(handler, requires_finalizer=False)
-            return
-    raise LookupError(f"{spawned!r} is not a registered kopf daemon or timer")
+    finalizer lose it at their next event, as kopf drops a finalizer nothing requires. kopf
+    offers no public way to do it (``agentrun._compat.kopf``)."""
+    require_no_finalizer(kopf.get_default_registry(), spawned)
 
 
 keep_no_kopf_finalizer(run_agent)

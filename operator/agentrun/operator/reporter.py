@@ -101,7 +101,13 @@ class RunReporter:
             self._let_go(fields), updates, unless_reason=outcome.reason if once else None
         )
         if written and outcome.event is not None:
-            notice(self.body, outcome.event.reason, message, warning=outcome.event.warning)
+            notice(
+                self.status.masker,
+                self.body,
+                outcome.event.reason,
+                message,
+                warning=outcome.event.warning,
+            )
 
     def _let_go(self, fields: AgentRunStatus) -> AgentRunStatus:
         """``fields`` and, if this replica was the holder, ``status.lease`` without the holder."""
@@ -153,10 +159,11 @@ class RunReporter:
         )
         self.say("took the lease (%s)", taking.reason.lower())
         if previous is not None or resumed:
-            notice(self.body, LEASE_TAKEN, held)
+            notice(self.status.masker, self.body, LEASE_TAKEN, held)
         if resumed:
             metrics.resumes.inc()
             notice(
+                self.status.masker,
                 self.body,
                 RUN_RESUMED,
                 f"{lease.holder} carries the run on from its checkpoint (fence {lease.fence})",
@@ -209,7 +216,7 @@ class RunReporter:
         why = c.TOO_LARGE if isinstance(error, CheckpointTooLargeError) else c.STORE_UNAVAILABLE
         self.context.metrics.checkpoint_refusals.labels(reason=why.reason).inc()
         if not self._refused_checkpoint:
-            notice(self.body, CHECKPOINT_REFUSED, str(error), warning=True)
+            notice(self.status.masker, self.body, CHECKPOINT_REFUSED, str(error), warning=True)
         self._refused_checkpoint = True
         previous = CheckpointStatus.model_validate(self.current().get("checkpoint") or {})
         refused = previous.model_copy(update={"last_error": str(error)[:4096]})

@@ -162,6 +162,7 @@ class RunWorker:
         if claimed.owner != controller:
             if claimed.owner is not None:
                 notice(
+                    self.context.backend.masker,
                     self.body,
                     CLAIMED_ELSEWHERE,
                     f"operator install {claimed.owner} runs this AgentRun; {controller} leaves "

@@ -8,22 +8,24 @@ themselves hold nothing to close.
 
 **Why aiohttp under the ``httpx2`` clients.** The SDKs (``openai``, ``anthropic``, ``mcp``) take
 an ``httpx2.AsyncClient``, so the clients stay ``httpx2``; what moves the bytes is aiohttp's
-connection pool, through ``httpx-aiohttp``'s transport. Profiled under ``bench.agent_scale``,
-``httpx2``'s own pool (``httpcore2``) took half of a replica's interpreter: assigning each request
-walks every connection of the pool, and ``h11`` checks each header in Python; aiohttp keeps its
-pool per host and parses HTTP in C.
+connection pool, through ``_Transport``, an ``httpx2`` transport over one aiohttp session.
+Profiled under ``bench.agent_scale``, ``httpx2``'s own pool (``httpcore2``) took half of a
+replica's interpreter: assigning each request walks every connection of the pool, and ``h11``
+checks each header in Python; aiohttp keeps its pool per host and parses HTTP in C.
 
-What ``_Transport`` does itself rather than take from ``httpx-aiohttp``:
+``_Transport`` is written here rather than taken from ``httpx-aiohttp`` (used until 2026-12-02):
+of that package only its base class was left, every method of it overridden or unused, for the
+points below, each of which its own transport does otherwise:
 
-* **A failure means what it meant.** The package names a refused connection and one dropped after
-  the request was sent alike (``ConnectTimeout``); callers decide from the exception whether a
-  request reached the server — an HTTP tool reports ``ConnectError`` as "the call was not made"
-  and anything else as indeterminate — so ``_MEANING`` names aiohttp's exceptions as ``httpx2``'s
-  own transport does.
+* **A failure means what it meant.** That package's transport names a refused connection and
+  one dropped after the request was sent alike (``ConnectTimeout``); callers decide from the
+  exception whether a request reached the server — an HTTP tool reports ``ConnectError`` as "the
+  call was not made" and anything else as indeterminate — so ``_MEANING`` names aiohttp's
+  exceptions as ``httpx2``'s own transport does.
 * **Headers go out as written** (``Idempotency-Key``, not ``idempotency-key``), as ``httpx2``
   sent them: names are case-insensitive by the RFC, not by every service.
 * **No request sent twice**: aiohttp resends an idempotent method once on a closed connection;
-  that is switched off (``_session``).
+  that is switched off (``_Transport._opened``, through ``agentrun._compat.aiohttp``).
 * **No cookie jar**: the pool is shared by every agent and tenant of a replica, and a cookie one
   server set must not ride along on anyone's next request. Neither the session's jar (aiohttp's)
   nor each client's (``httpx2`` keeps one per client, and a tool's client serves every run) keeps
@@ -38,7 +40,8 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import aiohttp
 import httpx2
-from httpx_aiohttp.httpx2 import AiohttpTransport
+
+from agentrun._compat.aiohttp import never_resend
 
 MAX_CONNECTIONS = 1000
 KEEPALIVE_SECONDS = 2.0
@@ -90,10 +93,33 @@ class _Body(httpx2.AsyncByteStream):
         self.response.release()
 
 
-class _Transport(AiohttpTransport):
+class _Transport(httpx2.AsyncBaseTransport):
+    """``httpx2``'s transport interface over one aiohttp session, made at the first request
+    inside the event loop that serves it (aiohttp binds a session to its loop)."""
+
+    def __init__(self, *, max_connections: int) -> None:
+        self.max_connections = max_connections
+        # What httpx2's own transport verifies against by default: the system's certificates
+        # (truststore), and SSL_CERT_FILE / SSL_CERT_DIR when set.
+        self.ssl_context = httpx2.create_ssl_context()
+        self.session: aiohttp.ClientSession | None = None
+
+    def _opened(self) -> aiohttp.ClientSession:
+        if self.session is None:
+            self.session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=self.max_connections,
+                    keepalive_timeout=KEEPALIVE_SECONDS,
+                    ssl=self.ssl_context,
+                ),
+                cookie_jar=aiohttp.DummyCookieJar(),
+            )
+            # tests/runner/test_http_tool.py fails if a request is ever sent twice.
+            never_resend(self.session)
+        return self.session
+
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if not isinstance(self.client, aiohttp.ClientSession):
-            self.client = self.get_client()
+        session = self._opened()
         timeout = request.extensions.get("timeout", {})
         try:
             body: bytes | httpx2.AsyncByteStream | None = request.content or None
@@ -101,7 +127,7 @@ class _Transport(AiohttpTransport):
             body = request.stream  # type: ignore[assignment]
             request.headers.pop("transfer-encoding", None)
         with _named_as_httpx2():
-            response = await self.client.request(
+            response = await session.request(
                 request.method,
                 str(request.url),
                 headers=[
@@ -129,34 +155,14 @@ class _Transport(AiohttpTransport):
             },
         )
 
+    async def aclose(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
 
 class Connections:
     def __init__(self, *, max_connections: int = MAX_CONNECTIONS) -> None:
-        self.transport = _Transport(
-            limits=httpx2.Limits(
-                max_connections=max_connections, keepalive_expiry=KEEPALIVE_SECONDS
-            ),
-            client=self._session,
-        )
-
-    def _session(self) -> aiohttp.ClientSession:
-        """Made at the first request, inside the event loop that serves it (aiohttp binds a
-        session to its loop)."""
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(
-                limit=self.transport.limits.max_connections or 0,
-                keepalive_timeout=self.transport.limits.keepalive_expiry,
-                ssl=self.transport.ssl_context,
-            ),
-            cookie_jar=aiohttp.DummyCookieJar(),
-        )
-        # aiohttp sends a GET, PUT or DELETE again, once, when the connection closes before an
-        # answer (RFC 9112 allows it for idempotent methods). A tool's PUT is a booking whose
-        # outcome is then unknown: it must be reported indeterminate, never sent twice. aiohttp
-        # has no public switch for it (its own tests set this attribute);
-        # tests/runner/test_http_tool.py fails if it stops working.
-        session._retry_connection = False
-        return session
+        self.transport = _Transport(max_connections=max_connections)
 
     def client(
         self,

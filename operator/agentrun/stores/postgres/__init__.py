@@ -16,7 +16,7 @@ statement (the ledger: the same transaction) as the write itself.
 from __future__ import annotations
 
 from agentrun.backend import StoreSet
-from agentrun.stores.postgres._lane import open_lane
+from agentrun.stores.postgres._lane import Lane
 from agentrun.stores.postgres._shared import PostgresTables, create_pool, redacted
 from agentrun.stores.postgres.boundary import PostgresBoundaryStore
 from agentrun.stores.postgres.checkpoints import PostgresCheckpointStore
@@ -56,7 +56,7 @@ async def open_backend(url: str, *, tables: PostgresTables | None = None) -> Sto
     except BaseException:
         await pool.close()
         raise
-    lane = open_lane(pool)
+    lane = Lane(pool)
 
     async def close() -> None:
         try:
@@ -65,12 +65,12 @@ async def open_backend(url: str, *, tables: PostgresTables | None = None) -> Sto
             await pool.close()
 
     return StoreSet(
-        checkpoints=PostgresCheckpointStore(pool, tables=tables),
-        leases=PostgresLeaseStore(pool, tables=tables),
-        idempotency=PostgresIdempotencyStore(pool, tables=tables),
-        history=PostgresHistoryStore(pool, tables=tables),
-        ledger=PostgresLedger(pool, tables=tables),
+        checkpoints=PostgresCheckpointStore(pool, tables=tables, lane=lane),
+        leases=PostgresLeaseStore(pool, tables=tables, lane=lane),
+        idempotency=PostgresIdempotencyStore(pool, tables=tables, lane=lane),
+        history=PostgresHistoryStore(pool, tables=tables, lane=lane),
+        ledger=PostgresLedger(pool, tables=tables, lane=lane),
         url=redacted(url),
         closer=close,
-        boundaries=PostgresBoundaryStore(pool, tables=tables),
+        boundaries=PostgresBoundaryStore(pool, tables=tables, lane=lane),
     )

@@ -25,13 +25,14 @@ The rules that keep it as safe as the pool:
 * ``close`` hands it back, so that the pool's close, which waits for every connection it lent,
   does not wait for this one. ``open_backend``'s closer closes the lane first.
 
-An application that builds the stores from a pool of its own gets no lane (``lane_of`` is None):
-only the pool's owner can promise to close the lane before the pool.
+Who owns a lane is explicit: ``open_backend`` makes one for the pool it made and hands it to each
+store it builds (their ``lane`` argument), and its closer closes it before the pool. A store built
+without one (an application's own pool) keeps nothing: only the pool's owner can promise to close
+the lane before the pool.
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from agentrun.stores.drivers import driver
@@ -41,11 +42,6 @@ with driver("asyncpg", extra="postgres"):
 
 RETURN_EVERY = 1_000
 """Uses after which the kept connection goes back to the pool (see the module docstring)."""
-
-_LANES: weakref.WeakValueDictionary[int, Lane] = weakref.WeakValueDictionary()
-"""The open lanes by their pool's ``id`` (asyncpg's pools take no weak references). A lane lives
-as long as the stores and the closer that use it, and it holds its pool, so the id is not reused
-while the lane is here; a backend dropped without being closed takes its lane with it."""
 
 
 class Lane:
@@ -98,8 +94,6 @@ class Lane:
         """Keep nothing from now on; hand back the kept connection unless a call has it (that
         call hands it back when it is done)."""
         self._closed = True
-        if _LANES.get(id(self.pool)) is self:
-            del _LANES[id(self.pool)]
         kept = self._kept
         if kept is not None and not self._busy:
             self._kept = None
@@ -114,17 +108,3 @@ def _closed(connection: Any) -> bool:
         return bool(connection.is_closed())
     except asyncpg.InterfaceError:
         return True
-
-
-def open_lane(pool: asyncpg.Pool) -> Lane:
-    """The lane for ``pool`` (a new one unless one is open), used by every store built on it
-    afterwards; whoever opens it closes it before the pool."""
-    lane = _LANES.get(id(pool))
-    if lane is None:
-        lane = _LANES[id(pool)] = Lane(pool)
-    return lane
-
-
-def lane_of(pool: asyncpg.Pool) -> Lane | None:
-    """The lane opened for ``pool`` and not closed yet, or None."""
-    return _LANES.get(id(pool))

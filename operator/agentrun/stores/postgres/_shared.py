@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 from agentrun.stores.drivers import driver
-from agentrun.stores.postgres._lane import lane_of
+from agentrun.stores.postgres._lane import Lane
 
 with driver("asyncpg", extra="postgres"):
     import asyncpg
@@ -156,8 +156,11 @@ class PostgresStore:
         *,
         tables: PostgresTables | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        lane: Lane | None = None,
     ) -> None:
-        self._db = Database(pool, tables, self.name, timeout)
+        """``lane``: the connection kept between calls by whoever owns ``pool`` and closes the
+        lane before it (``open_backend``); None keeps nothing."""
+        self._db = Database(pool, tables, self.name, timeout, lane)
         self._prepare(self._db.tables.sql)
 
     def _prepare(self, sql: Callable[[str], str]) -> None:
@@ -178,12 +181,13 @@ class Database:
         tables: PostgresTables | None,
         store: str,
         timeout: float = DEFAULT_TIMEOUT,
+        lane: Lane | None = None,
     ) -> None:
         self.pool = pool
         self.tables = tables or PostgresTables()
         self.store = store
         self.timeout = timeout
-        self._lane = lane_of(pool)
+        self._lane = lane
 
     @contextlib.asynccontextmanager
     async def connection(self, operation: str) -> AsyncIterator[Any]:
