@@ -283,6 +283,9 @@ class Checkpointer:
         masker: The run's redaction, shared with what else writes for the run.
         boundaries: Commits a whole boundary at once, in the same database as ``store``,
             ``history`` and the runner's ledger.
+        pause_collector: Switch Python's garbage collector off, process-wide, while a
+            transcript is decoded: an application that owns its process may choose it; off by
+            default (``history.collector_paused``).
 
     Raises:
         ConfigurationError: An entry of ``extra_patterns`` is not a regular expression.

@@ -13,7 +13,7 @@ Profiled under ``bench.agent_scale``, ``httpx2``'s own pool (``httpcore2``) took
 replica's interpreter: assigning each request walks every connection of the pool, and ``h11``
 checks each header in Python; aiohttp keeps its pool per host and parses HTTP in C.
 
-``_Transport`` is written here rather than taken from ``httpx-aiohttp`` (used until 2026-12-02):
+``_Transport`` is written here rather than taken from ``httpx-aiohttp`` (used until 0.2.0):
 of that package only its base class was left, every method of it overridden or unused, for the
 points below, each of which its own transport does otherwise:
 
