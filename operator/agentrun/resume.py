@@ -26,8 +26,8 @@ may have booked a seat nobody will hear of, or be made a second time. So such a 
 flight or completed, is ``unaccounted`` and the plan is not safe until a person answers for it.
 
 ``Resumer`` puts a lease in front of all this: it takes the run's lease before it reads the
-frontier, so the worker that loses never sees the run, and it releases the lease on every path
-where it does not hand it to its caller.
+frontier, so the worker that loses never sees the run, and it releases the lease (and the
+checkpointer lets go of the run) on every path where it does not hand it to its caller.
 """
 
 from __future__ import annotations
@@ -318,6 +318,7 @@ class Resumer:
                 before_planning=before_planning,
             )
         except BaseException:
+            self.checkpoints.let_go(tenant, run_id)
             await self.leases.release(lease)
             raise
         return CarriedRun(checkpoint=checkpoint, messages=messages, plan=plan, lease=lease)

@@ -91,6 +91,9 @@ class AgentRunner:
     Without ``leases`` the runner holds its leases in a memory lease store of its own: one path
     for every run, but one that keeps only this runner's runs apart. Workers that share the
     other stores must share a lease store too (``open_backend`` gives one).
+
+    When the run's tenure ends the checkpointer lets go of what it kept of the run
+    (``Checkpointer.let_go``), so a long-lived runner keeps nothing of its finished runs.
     """
 
     provider: Provider
@@ -229,9 +232,7 @@ class AgentRunner:
         holder = Leaseholder(
             self.leases, carried.lease, self.lease_policy, taken_at=taken_at, clock=self.clock
         )
-        async with holder as lease:
-            if self.on_lease is not None:  # inside, so the lease goes back if it raises
-                await self.on_lease(carried.lease, True)
+        async with self._tenure(holder, resumed=True) as lease:
             return await self._carry_on(
                 agent,
                 carried.checkpoint,
@@ -342,7 +343,18 @@ class AgentRunner:
         lease = await Leaseholder.acquire(
             self.leases, tenant, run_id, self.holder, self.lease_policy, clock=self.clock
         )
-        async with lease:
-            if self.on_lease is not None:  # inside, so the lease goes back if it raises
-                await self.on_lease(lease.lease, False)
-            yield lease
+        async with self._tenure(lease, resumed=False) as held:
+            yield held
+
+    @contextlib.asynccontextmanager
+    async def _tenure(self, holder: Leaseholder, *, resumed: bool) -> AsyncIterator[Leaseholder]:
+        """The run's tenure under ``holder``: ``on_lease`` hears of it inside, so the lease goes
+        back if it raises; on every way out the checkpointer lets go of the run before the
+        lease is released, so nothing of it stays in this process once another may take it."""
+        async with holder:
+            try:
+                if self.on_lease is not None:
+                    await self.on_lease(holder.lease, resumed)
+                yield holder
+            finally:
+                self.checkpoints.let_go(holder.lease.tenant, holder.lease.run_id)
