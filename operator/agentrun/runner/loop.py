@@ -48,7 +48,7 @@ from agentrun.leases import (
 )
 from agentrun.ledger import Ledger
 from agentrun.messages import Message
-from agentrun.resume import ResumePlan, Resumer, refuse_if_undecidable
+from agentrun.resume import ClaimingLeaseStore, ResumePlan, Resumer, refuse_if_undecidable
 from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.boundaries import BoundaryObserver, BoundaryWriter
 from agentrun.runner.dispatch import Dispatcher
@@ -88,9 +88,11 @@ class AgentRunner:
     test's hand-moved one). ``spans`` traces the run, its model calls and tool calls (default:
     the global tracer provider's; see ``tracing``).
 
-    Without ``leases`` the runner holds its leases in a memory lease store of its own: one path
-    for every run, but one that keeps only this runner's runs apart. Workers that share the
-    other stores must share a lease store too (``open_backend`` gives one).
+    Without ``leases`` the runner holds its leases in a memory lease store of its own, which
+    keeps only this runner's runs apart, and takes with each the at-most-once resume claim in
+    the idempotency store (``ClaimingLeaseStore``), which keeps apart the workers sharing it: a
+    second one gets ``ResumeConflictError``. The claim lasts five minutes, unrenewed; workers
+    whose runs last longer share a lease store (``open_backend`` gives one).
 
     When the run's tenure ends the checkpointer lets go of what it kept of the run
     (``Checkpointer.let_go``), so a long-lived runner keeps nothing of its finished runs.
@@ -99,7 +101,7 @@ class AgentRunner:
     provider: Provider
     idempotency: IdempotencyStore
     checkpoints: Checkpointer
-    leases: LeaseStore = field(default_factory=MemoryLeaseStore)
+    leases: LeaseStore | None = None
     ledger: Ledger | None = None
     prices: PriceTable = DEFAULT_PRICES
     lease_policy: LeasePolicy = field(default_factory=LeasePolicy)
@@ -111,12 +113,18 @@ class AgentRunner:
     clock: Clock = MONOTONIC
     spans: Tracer | None = None
     _turns: Turns = field(init=False, repr=False)
+    _leases: LeaseStore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.spans is None:
             self.spans = tracer()
         # Outcomes are masked as the frontier masks them (see ``MaskedOutcomes``).
         self.idempotency = masking(self.idempotency, self.checkpoints.masker.outcome)
+        self._leases = (
+            self.leases
+            if self.leases is not None
+            else ClaimingLeaseStore(self.idempotency, MemoryLeaseStore())
+        )
         boundaries = BoundaryWriter(self.checkpoints, self.on_boundary, self.ledger)
         self._turns = Turns(
             provider=self.provider,
@@ -221,7 +229,7 @@ class AgentRunner:
         """
         resumer = Resumer(
             checkpoints=self.checkpoints,
-            leases=self.leases,
+            leases=self._leases,
             idempotency=self.idempotency,
             policy=self.lease_policy,
         )
@@ -230,7 +238,7 @@ class AgentRunner:
             run_id, tenant=tenant, holder=self.holder, before_planning=before_planning
         )
         holder = Leaseholder(
-            self.leases, carried.lease, self.lease_policy, taken_at=taken_at, clock=self.clock
+            self._leases, carried.lease, self.lease_policy, taken_at=taken_at, clock=self.clock
         )
         async with self._tenure(holder, resumed=True) as lease:
             return await self._carry_on(
@@ -341,7 +349,7 @@ class AgentRunner:
     @contextlib.asynccontextmanager
     async def _held(self, tenant: str, run_id: str) -> AsyncIterator[Leaseholder]:
         lease = await Leaseholder.acquire(
-            self.leases, tenant, run_id, self.holder, self.lease_policy, clock=self.clock
+            self._leases, tenant, run_id, self.holder, self.lease_policy, clock=self.clock
         )
         async with self._tenure(lease, resumed=False) as held:
             yield held
