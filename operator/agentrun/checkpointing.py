@@ -655,6 +655,14 @@ class Checkpointer:
         )
         return messages
 
+    def let_go(self, tenant: str, run_id: str) -> None:
+        """Drop what this checkpointer keeps of the run between writes (the chain it appends
+        to), keeping everything stored. The runner calls it when its tenure of the run ends:
+        the chain is tens of kilobytes, a long-lived worker carries thousands of runs, and the
+        next tenure takes the chain up again from the store (``transcript``), where another
+        worker may have grown it meanwhile."""
+        self._chains.pop((tenant, run_id), None)
+
     async def forget(self, tenant: str, run_id: str) -> None:
         """Drop the run's frontier and, with a history store, its transcript.
 
@@ -665,7 +673,7 @@ class Checkpointer:
         Raises:
             StoreUnavailableError: A store could not be reached or answered with an error.
         """
-        self._chains.pop((tenant, run_id), None)
+        self.let_go(tenant, run_id)
         await self.store.forget(tenant, run_id)
         if self.history is not None:
             await self.history.forget(tenant, run_id)

@@ -23,7 +23,6 @@ waiting for them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import secrets
@@ -154,6 +153,10 @@ class MonotonicClock:
 
 MONOTONIC = MonotonicClock()
 
+_CANCEL_AGAIN_AFTER = 0.05
+"""Seconds a stopping holder waits on its renewal task before cancelling it again: a task that
+swallowed a cancellation inside a wait is woken by the next one."""
+
 
 def default_holder() -> str:
     """A holder identity unique to this process: never a shared default like "cli"."""
@@ -191,6 +194,7 @@ class Leaseholder:
         self._deadline = sent + min(lease.remaining, policy.ttl)
         self._margin = min(1.0, policy.renew_within / 10)
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     @classmethod
     async def acquire(
@@ -235,15 +239,49 @@ class Leaseholder:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        """Stop renewing, then release; the caller's own cancellation is raised once both are
+        done, never swallowed.
+
+        A cancellation of the caller that lands while it waits for the renewals to stop is held
+        back until they have: a caller leaving early must not leave a renewal behind, which
+        would keep the lease live, and the next worker out, for ever. The release follows it
+        either way, so a cancelled run hands its lease back like any other.
+        """
+        cancelled = await self._stop_renewing()
         if not self.lost.is_set():
             try:
                 await self._store.release(self.lease)
             except AgentRunError as error:
                 logger.warning("could not release lease on %s: %s", self.lease.run_id, error)
+        if cancelled is not None:
+            raise cancelled
+
+    async def _stop_renewing(self) -> asyncio.CancelledError | None:
+        """Cancel the renewal task and wait for it, again and again, until it is done; return
+        the caller's cancellation if one came meanwhile.
+
+        One cancellation is not enough: a driver may swallow it mid-command (redis-py can), and
+        the task would then carry on renewing while this waited on it for ever. The stop flag,
+        checked before every renewal, ends such a task at its next step; the cancellation is
+        repeated for a task blocked in a wait that swallowed one. ``asyncio.wait`` never raises
+        the task's own cancellation, so what is caught here is only ever the caller's.
+        """
+        task = self._task
+        if task is None:
+            return None
+        self._stopping = True
+        cancelled: asyncio.CancelledError | None = None
+        while not task.done():
+            task.cancel()
+            try:
+                await asyncio.wait((task,), timeout=_CANCEL_AGAIN_AFTER)
+            except asyncio.CancelledError as error:
+                cancelled = error
+        if not task.cancelled() and task.exception() is not None:
+            logger.error(
+                "renewing the lease on %s failed", self.lease.run_id, exc_info=task.exception()
+            )
+        return cancelled
 
     @property
     def _last_safe_moment(self) -> float:
@@ -257,10 +295,17 @@ class Leaseholder:
                 "lease on run %s (fence %d) lost: %s", self.lease.run_id, self.lease.fence, reason
             )
 
+    @property
+    def _renewing(self) -> bool:
+        """Whether another renewal may be sent: not once the lease is lost or the exit began."""
+        return not self.lost.is_set() and not self._stopping
+
     async def _renew_forever(self) -> None:
-        while not self.lost.is_set():
+        while self._renewing:
             renew_at = self._deadline - self._policy.renew_within
             await self._clock.sleep(max(0.0, renew_at - self._clock()))
+            if not self._renewing:
+                return
             sent = self._clock()
             if sent >= self._last_safe_moment:
                 self._lose("it would lapse before a renewal could succeed")

@@ -26,8 +26,10 @@ may have booked a seat nobody will hear of, or be made a second time. So such a 
 flight or completed, is ``unaccounted`` and the plan is not safe until a person answers for it.
 
 ``Resumer`` puts a lease in front of all this: it takes the run's lease before it reads the
-frontier, so the worker that loses never sees the run, and it releases the lease on every path
-where it does not hand it to its caller.
+frontier, so the worker that loses never sees the run, and it releases the lease (and the
+checkpointer lets go of the run) on every path where it does not hand it to its caller.
+``ClaimingLeaseStore`` puts the resume claim behind a lease of the process's own, for workers
+that share no lease store.
 """
 
 from __future__ import annotations
@@ -250,6 +252,52 @@ async def release_resume(
     )
 
 
+class ClaimingLeaseStore:
+    """Leases of this process's own, each taken with the run's resume claim: what keeps two
+    workers off one run when they share the idempotency store but no lease store.
+
+    ``local`` (a memory lease store) keeps apart only the runs of the process holding it;
+    alone, two workers sharing the other stores would both carry a run on and both dispatch
+    its outstanding call. So every acquisition also takes the at-most-once resume claim
+    (``claim_resume``, under the new lease's fence) and a worker that finds it held gets
+    ``ResumeConflictError``, having read nothing; every release gives the claim back. The
+    claim is the reference contract's: it expires after ``RESUME_CLAIM_TTL`` on the store's
+    clock, so a crashed worker strands the run no longer than that, and it is not renewed, so
+    it covers no longer than that either.
+    """
+
+    def __init__(self, idempotency: IdempotencyStore, local: LeaseStore) -> None:
+        self._idempotency = idempotency
+        self._local = local
+        self._claims: dict[tuple[str, str, int], Claim] = {}
+
+    async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
+        lease = await self._local.acquire(tenant, run_id, holder, ttl=ttl)
+        try:
+            claim = await claim_resume(
+                self._idempotency, tenant, run_id, holder=holder, fence=lease.fence
+            )
+        except BaseException:
+            await self._local.release(lease)
+            raise
+        self._claims[(tenant, run_id, lease.fence)] = claim
+        return lease
+
+    async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
+        return await self._local.renew(lease, ttl=ttl)
+
+    async def release(self, lease: RunLease) -> None:
+        claim = self._claims.pop((lease.tenant, lease.run_id, lease.fence), None)
+        try:
+            if claim is not None:
+                await release_resume(self._idempotency, lease.tenant, lease.run_id, claim)
+        finally:
+            await self._local.release(lease)
+
+    async def held(self, tenant: str, run_id: str) -> RunLease | None:
+        return await self._local.held(tenant, run_id)
+
+
 @dataclass(frozen=True)
 class CarriedRun:
     """What ``Resumer.resume`` hands over: the frontier, its whole transcript, the decision,
@@ -301,6 +349,7 @@ class Resumer:
                 before_planning=before_planning,
             )
         except BaseException:
+            self.checkpoints.let_go(tenant, run_id)
             await self.leases.release(lease)
             raise
         return CarriedRun(checkpoint=checkpoint, messages=messages, plan=plan, lease=lease)

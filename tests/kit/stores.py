@@ -7,6 +7,7 @@ make a real store observable or unreliable in one precise way.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from agentrun.backend import CheckpointStore
@@ -150,6 +151,38 @@ class Renewals:
         self.renewals += 1
         if self.error is not None:
             raise self.error
+        return await self.inner.renew(lease, ttl=ttl)
+
+    async def release(self, lease: RunLease) -> None:
+        await self.inner.release(lease)
+
+    async def held(self, tenant: str, run_id: str) -> RunLease | None:
+        return await self.inner.held(tenant, run_id)
+
+
+class HeldRenewals:
+    """A real lease store whose renewals, once sent, wait until the test lets them ``through``
+    and swallow every cancellation meanwhile, as a driver stuck mid-command can; ``started``
+    is set when one is sent."""
+
+    def __init__(self, inner: LeaseStore) -> None:
+        self.inner = inner
+        self.started = asyncio.Event()
+        self.through = asyncio.Event()
+        self.swallowed = 0
+        self.renewals = 0
+
+    async def acquire(self, tenant: str, run_id: str, holder: str, *, ttl: float) -> RunLease:
+        return await self.inner.acquire(tenant, run_id, holder, ttl=ttl)
+
+    async def renew(self, lease: RunLease, *, ttl: float) -> RunLease:
+        self.renewals += 1
+        self.started.set()
+        while not self.through.is_set():
+            try:
+                await self.through.wait()
+            except asyncio.CancelledError:
+                self.swallowed += 1
         return await self.inner.renew(lease, ttl=ttl)
 
     async def release(self, lease: RunLease) -> None:

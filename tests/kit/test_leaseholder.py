@@ -8,6 +8,9 @@ must disagree (a lease lapsed on the store while the holder slept), each has its
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 import pytest
 from pydantic import ValidationError
 
@@ -15,8 +18,9 @@ from agentrun.errors import RunLeaseError, StaleFenceError
 from agentrun.leases import Leaseholder, LeasePolicy, RunLease, default_holder
 from agentrun.stores.memory import MemoryBackend, MemoryLeaseStore
 from agentrun.testing import ManualClock
-from tests.kit.stores import Renewals, unavailable
+from tests.kit.stores import HeldRenewals, Renewals, unavailable
 from tests.support.frontiers import RUN, TENANT
+from tests.support.leaseholder_exits import EXIT_WITHIN, assert_every_exit_returns
 
 FAST = LeasePolicy(ttl=0.4, renew_within=0.2)
 
@@ -140,3 +144,77 @@ async def test_ensure_held_refuses_once_the_deadline_passes_without_renewal(
     with pytest.raises(RunLeaseError, match="lapse"):
         holder.ensure_held()
     assert holder.lost.is_set()
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(1_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never came true")
+
+
+async def _hold_until_a_renewal_is_held(
+    store: HeldRenewals, clock: ManualClock, carried_on: list[str]
+) -> None:
+    """Takes the lease, leaves the block once a renewal is sent and held, then notes that it
+    carried on past the block."""
+    async with await Leaseholder.acquire(store, TENANT, RUN, "w1", FAST, clock=clock):
+        await clock.pass_time(0.25)  # the renewal is due after 0.2s: it is sent and held
+        assert store.started.is_set()
+    carried_on.append("past the block")
+
+
+async def test_an_exit_stops_a_renewal_that_swallowed_its_cancellation(
+    clock: ManualClock,
+) -> None:
+    store = HeldRenewals(MemoryLeaseStore(clock=clock))
+    carried_on: list[str] = []
+    holding = asyncio.create_task(_hold_until_a_renewal_is_held(store, clock, carried_on))
+    await _until(lambda: store.swallowed >= 1)
+    store.through.set()  # the renewal lands after its cancellation was swallowed
+    done, _ = await asyncio.wait((holding,), timeout=EXIT_WITHIN)
+    assert done, "the exit hung on a renewal that swallowed its cancellation"
+    holding.result()
+    assert carried_on == ["past the block"]
+    assert store.renewals == 1  # none was sent once the exit began
+    assert await store.held(TENANT, RUN) is None  # and the renewed lease was released
+
+
+async def test_an_exit_never_swallows_the_callers_cancellation(clock: ManualClock) -> None:
+    store = HeldRenewals(MemoryLeaseStore(clock=clock))
+    carried_on: list[str] = []
+    holding = asyncio.create_task(_hold_until_a_renewal_is_held(store, clock, carried_on))
+    await _until(lambda: store.swallowed >= 1)
+    holding.cancel()  # the caller is cancelled while its exit waits on the renewal
+    await _until(lambda: store.swallowed >= 2)
+    store.through.set()
+    done, _ = await asyncio.wait((holding,), timeout=EXIT_WITHIN)
+    assert done, "the exit hung on a renewal that swallowed its cancellation"
+    assert holding.cancelled()
+    assert carried_on == []
+    assert store.renewals == 1
+    assert await store.held(TENANT, RUN) is None  # released on the way out all the same
+
+
+async def test_a_cancelled_caller_stays_cancelled_when_the_renewal_ends_on_its_own(
+    clock: ManualClock,
+) -> None:
+    """Awaiting the renewal task hands the caller's cancellation to it; one that swallows it
+    and then ends (here its lease lapsed) would leave the caller running as if never asked."""
+    store = HeldRenewals(MemoryLeaseStore(clock=clock))
+    carried_on: list[str] = []
+    holding = asyncio.create_task(_hold_until_a_renewal_is_held(store, clock, carried_on))
+    await _until(lambda: store.swallowed >= 1)
+    holding.cancel()
+    await _until(lambda: store.swallowed >= 2)
+    clock.advance(1.0)  # the lease lapses on the store: the renewal is refused when it lands
+    store.through.set()
+    done, _ = await asyncio.wait((holding,), timeout=EXIT_WITHIN)
+    assert done, "the exit hung"
+    assert holding.cancelled()
+    assert carried_on == []
+
+
+async def test_thousands_of_exits_mid_renewal_all_return_and_release() -> None:
+    await assert_every_exit_returns(MemoryLeaseStore(), TENANT, swallow=True)

@@ -61,6 +61,13 @@ def script(*turns: Turn) -> ScriptedProvider:
 TURN_COST = 100 * 2 + 10 * 8  # micros per scripted reply at DEFAULT_PRICES
 
 
+def stop_before_the_dispatch() -> Callable[[], bool]:
+    """A run's ``stop``: no before its first model call, yes before its first dispatch, so the
+    run ends ``interrupted`` with the first turn's call outstanding in its frontier."""
+    answers = iter((False, True))
+    return lambda: next(answers, False)
+
+
 @dataclass
 class Probe:
     """A tool that records every call it gets; ``during`` runs inside the call."""

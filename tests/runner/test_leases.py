@@ -7,7 +7,9 @@ import pytest
 from agentrun import AgentRunner, Backend, Checkpointer
 from agentrun.errors import RunLeaseError
 from agentrun.frontier import Boundary
+from agentrun.idempotency import ClaimState, IdempotencyRecord
 from agentrun.leases import LeasePolicy, RunLease
+from agentrun.resume import RESUME_CLAIM_KEY
 from agentrun.runner.results import RunStatus
 from agentrun.stores.memory import MemoryBackend
 from agentrun.testing import ManualClock
@@ -104,26 +106,37 @@ async def test_a_lost_lease_stops_the_run_before_the_next_dispatch() -> None:
     assert (held.holder, held.fence) == ("worker-b", 2)
 
 
-async def test_without_a_lease_store_a_runner_holds_its_runs_in_a_memory_one(
+async def test_without_a_lease_store_a_runner_holds_its_runs_under_a_lease_and_the_claim(
     memory: MemoryBackend,
 ) -> None:
     """One path for every run: a runner given no lease store still runs each run under a lease
-    (its own memory store's), so a lost one stops it like any other."""
-    seen: list[RunLease | None] = []
+    (its own memory store's), so a lost one stops it like any other, and holds the resume claim
+    in the idempotency store it shares with other workers for as long; both go back at the end.
+    (Two worker processes: ``tests/sqlite/test_unleased_resume.py``.)"""
+    leases: list[tuple[str, int]] = []
+    claims: list[IdempotencyRecord | None] = []
     probe = Probe("act")
+
+    async def heard(lease: RunLease, resumed: bool) -> None:
+        leases.append((lease.holder, lease.fence))
+
     unleased = AgentRunner(
         provider=script(*TURNS),
         idempotency=memory.idempotency,
         checkpoints=Checkpointer(memory.checkpoints),
         holder="worker-a",
+        on_lease=heard,
     )
 
     async def look(item: str) -> None:
-        seen.append(await unleased.leases.held("t", "r"))
+        claims.append(await memory.idempotency.read("t", "r", RESUME_CLAIM_KEY))
 
     probe.during = look
     result = await unleased.run(agent(probe.tool()), "go", tenant="t", run_id="r")
     assert result.status is RunStatus.COMPLETED
-    assert [(lease.holder, lease.fence) for lease in seen if lease] == [("worker-a", 1)] * 2
-    assert await unleased.leases.held("t", "r") is None
+    assert leases == [("worker-a", 1)]
+    assert [(claim.holder, claim.fence, claim.state) for claim in claims if claim] == [
+        ("worker-a", 1, ClaimState.IN_FLIGHT)
+    ] * 2
+    assert await memory.idempotency.read("t", "r", RESUME_CLAIM_KEY) is None
     assert await memory.leases.held("t", "r") is None  # the backend's store was never asked

@@ -48,7 +48,7 @@ from agentrun.leases import (
 )
 from agentrun.ledger import Ledger
 from agentrun.messages import Message
-from agentrun.resume import ResumePlan, Resumer, refuse_if_undecidable
+from agentrun.resume import ClaimingLeaseStore, ResumePlan, Resumer, refuse_if_undecidable
 from agentrun.runner.agents import AgentDefinition
 from agentrun.runner.boundaries import BoundaryObserver, BoundaryWriter
 from agentrun.runner.dispatch import Dispatcher
@@ -88,16 +88,21 @@ class AgentRunner:
     test's hand-moved one). ``spans`` traces the run, its model calls and tool calls (default:
     the global tracer provider's; see ``tracing``).
 
-    Without ``leases`` the runner holds its leases in a memory lease store of its own: one path
-    for every run, but one that keeps only this runner's runs apart. Workers that share the
-    other stores must share a lease store too (``open_backend`` gives one).
+    Without ``leases`` the runner holds its leases in a memory lease store of its own, which
+    keeps only this runner's runs apart, and takes with each the at-most-once resume claim in
+    the idempotency store (``ClaimingLeaseStore``), which keeps apart the workers sharing it: a
+    second one gets ``ResumeConflictError``. The claim lasts five minutes, unrenewed; workers
+    whose runs last longer share a lease store (``open_backend`` gives one).
+
+    When the run's tenure ends the checkpointer lets go of what it kept of the run
+    (``Checkpointer.let_go``), so a long-lived runner keeps nothing of its finished runs.
 
     Args:
         provider: The model the runs talk to.
         idempotency: Where each call's claim and outcome are kept.
         checkpoints: Writes and reads the runs' frontiers (and their transcripts).
         leases: Where the runs' fenced leases are kept; by default a memory lease store of the
-            runner's own.
+            runner's own, each lease taken with the run's resume claim.
         ledger: Where the runs' spend is charged; None (the default) keeps no ledger, and the
             frontier's cost is what a resume starts from.
         prices: What each model's tokens cost, in micros (default: only the scripted demo
@@ -116,7 +121,7 @@ class AgentRunner:
     provider: Provider
     idempotency: IdempotencyStore
     checkpoints: Checkpointer
-    leases: LeaseStore = field(default_factory=MemoryLeaseStore)
+    leases: LeaseStore | None = None
     ledger: Ledger | None = None
     prices: PriceTable = DEFAULT_PRICES
     lease_policy: LeasePolicy = field(default_factory=LeasePolicy)
@@ -128,12 +133,18 @@ class AgentRunner:
     clock: Clock = MONOTONIC
     spans: Tracer | None = None
     _turns: Turns = field(init=False, repr=False)
+    _leases: LeaseStore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.spans is None:
             self.spans = tracer()
         # Outcomes are masked as the frontier masks them (see ``MaskedOutcomes``).
         self.idempotency = masking(self.idempotency, self.checkpoints.masker.outcome)
+        self._leases = (
+            self.leases
+            if self.leases is not None
+            else ClaimingLeaseStore(self.idempotency, MemoryLeaseStore())
+        )
         boundaries = BoundaryWriter(self.checkpoints, self.on_boundary, self.ledger)
         self._turns = Turns(
             provider=self.provider,
@@ -314,7 +325,7 @@ class AgentRunner:
         """
         resumer = Resumer(
             checkpoints=self.checkpoints,
-            leases=self.leases,
+            leases=self._leases,
             idempotency=self.idempotency,
             policy=self.lease_policy,
         )
@@ -323,11 +334,9 @@ class AgentRunner:
             run_id, tenant=tenant, holder=self.holder, before_planning=before_planning
         )
         holder = Leaseholder(
-            self.leases, carried.lease, self.lease_policy, taken_at=taken_at, clock=self.clock
+            self._leases, carried.lease, self.lease_policy, taken_at=taken_at, clock=self.clock
         )
-        async with holder as lease:
-            if self.on_lease is not None:  # inside, so the lease goes back if it raises
-                await self.on_lease(carried.lease, True)
+        async with self._tenure(holder, resumed=True) as lease:
             return await self._carry_on(
                 agent,
                 carried.checkpoint,
@@ -442,9 +451,20 @@ class AgentRunner:
     @contextlib.asynccontextmanager
     async def _held(self, tenant: str, run_id: str) -> AsyncIterator[Leaseholder]:
         lease = await Leaseholder.acquire(
-            self.leases, tenant, run_id, self.holder, self.lease_policy, clock=self.clock
+            self._leases, tenant, run_id, self.holder, self.lease_policy, clock=self.clock
         )
-        async with lease:
-            if self.on_lease is not None:  # inside, so the lease goes back if it raises
-                await self.on_lease(lease.lease, False)
-            yield lease
+        async with self._tenure(lease, resumed=False) as held:
+            yield held
+
+    @contextlib.asynccontextmanager
+    async def _tenure(self, holder: Leaseholder, *, resumed: bool) -> AsyncIterator[Leaseholder]:
+        """The run's tenure under ``holder``: ``on_lease`` hears of it inside, so the lease goes
+        back if it raises; on every way out the checkpointer lets go of the run before the
+        lease is released, so nothing of it stays in this process once another may take it."""
+        async with holder:
+            try:
+                if self.on_lease is not None:
+                    await self.on_lease(holder.lease, resumed)
+                yield holder
+            finally:
+                self.checkpoints.let_go(holder.lease.tenant, holder.lease.run_id)
