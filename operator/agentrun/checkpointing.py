@@ -660,7 +660,15 @@ class Checkpointer:
         to), keeping everything stored. The runner calls it when its tenure of the run ends:
         the chain is tens of kilobytes, a long-lived worker carries thousands of runs, and the
         next tenure takes the chain up again from the store (``transcript``), where another
-        worker may have grown it meanwhile."""
+        worker may have grown it meanwhile.
+
+        Args:
+            tenant: The run's tenant.
+            run_id: The run's id.
+
+        Raises:
+            Nothing: It touches no store.
+        """
         self._chains.pop((tenant, run_id), None)
 
     async def forget(self, tenant: str, run_id: str) -> None:
