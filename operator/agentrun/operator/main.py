@@ -23,12 +23,14 @@ from agentrun.operator.conditions import is_terminal
 from agentrun.operator.lifecycle import start, stop
 from agentrun.operator.observer import observe
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
-from agentrun.operator.worker import RunWorker
+from agentrun.operator.worker import Faulted, RunWorker
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 RETRY_AFTER = 5.0
-"""Seconds before a daemon that failed unexpectedly (the API server away, say) starts again."""
+"""Seconds before a timer that failed (the API server away, say) ticks again, or a daemon that
+failed outside its worker starts again. A run's worker retries what can pass itself, with a
+growing wait, and stops for good on the rest (``worker``, ``retrying``)."""
 
 GRACE = 20.0
 """Seconds a stopping daemon gets to reach its next step and hand its lease back: kopf sets
@@ -79,7 +81,10 @@ async def run_agent(
 ) -> None:
     context = memo.context
     with context.newsroom.following(body["metadata"]["uid"]) as news:
-        await RunWorker(context, body, lambda: bool(stopped), logger, news).work()
+        try:
+            await RunWorker(context, body, lambda: bool(stopped), logger, news).work()
+        except Faulted as fault:  # shown on the run; started again, it would only meet it again
+            raise kopf.PermanentError(str(fault)) from fault
 
 
 def keep_no_kopf_finalizer(spawned: object) -> None:
