@@ -92,6 +92,22 @@ class ToolServer:
         self.server.server_close()
 
 
+def _name(pid: int) -> str | None:
+    """The program the process runs (``/proc/PID/comm``); None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        listed = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    return [int(child) for child in listed.split()]
+
+
 def chart_command() -> list[str]:
     """The container's command, as the chart gives it."""
     template = (REPO / "charts" / "agentrun-operator" / "templates" / "deployment.yaml").read_text()
@@ -115,15 +131,28 @@ class Container:
             )
         self.log = log
         self.pid_1 = self._child()
+        self._started()
+
+    def _started(self) -> None:
+        """Wait until PID 1 runs the command's program (``unshare``'s own code runs between
+        its fork and the exec). An init there is waited for until it has started its child,
+        which it does once it handles signals: its own first instructions, a millisecond, are a
+        moment no program can cover, and not the operator's start. A Python there is not
+        waited for: its whole start is the subject."""
+        program = chart_command()[0]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if _name(self.pid_1) == program and (program == "python" or _children(self.pid_1)):
+                return
+            time.sleep(0.001)
+        raise AssertionError(f"PID 1 never ran {program}\n{self.log.read_text()}")
 
     def _child(self) -> int:
         """Its PID 1, as this process's namespace numbers it: ``unshare``'s one child."""
-        children = Path(f"/proc/{self.unshare.pid}/task/{self.unshare.pid}/children")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            listed = children.read_text().split() if self.unshare.poll() is None else []
-            if listed:
-                return int(listed[0])
+            if listed := _children(self.unshare.pid):
+                return listed[0]
             assert self.unshare.poll() is None, self.log.read_text()
             time.sleep(0.001)
         raise AssertionError("unshare started no child")

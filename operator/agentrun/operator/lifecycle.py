@@ -90,7 +90,7 @@ def daemon_finalizer(controller: str) -> str:
 def raise_a_pending_stop() -> None:
     """Raise the cancellation kopf sent this start-up, if it is still pending at its end.
 
-    kopf stops an operator told to stop while it starts (a SIGTERM, ``__main__.EarlyStop``) by
+    kopf stops an operator told to stop while it starts (a SIGTERM once it listens) by
     cancelling the start-up activity. A cancellation is delivered only where a coroutine awaits,
     and start-up spends seconds in code that does not (importing the agents, below the store's
     opening): one that came then was delivered after the activity had counted as done, where

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from typing import Any
 
 import kopf
 
+from agentrun.operator import stopping
 from agentrun.operator.agent_probe import TICK, due, probe
 from agentrun.operator.agent_resource import AGENT_PLURAL
 from agentrun.operator.claims import ours
@@ -59,6 +61,11 @@ def _to_run(
 
 @kopf.on.startup()
 async def startup(*, settings: kopf.OperatorSettings, memo: Any, logger: Logger, **_: Any) -> None:
+    if (heard := stopping.heard()) is not None:
+        # Told to stop before kopf listened (``stopping``): a start-up cancelled is kopf's own
+        # way out of a start, and it stops the operator before any run is taken.
+        logger.warning("%s came while starting: stopping before taking any run", heard.name)
+        raise asyncio.CancelledError
     await start(settings, memo, logger)
 
 
