@@ -49,9 +49,6 @@ from agentrun.operator.tenancy import tenant_of
 FORGET_TTL = 30.0
 """Seconds the lease taken to forget a run lasts, should the forgetting replica die meanwhile."""
 
-BACKOFF_CAP = 60.0
-"""Seconds at most between two tries to forget a run while a store or the API server is away."""
-
 log = logging.getLogger(__name__)
 
 
@@ -120,7 +117,7 @@ class Forgetting:
 
     async def _until_forgotten(self, context: OperatorContext, body: Mapping[str, Any]) -> None:
         run_id: str = body["metadata"]["uid"]
-        backoff = Backoff(context.config.poll_interval, BACKOFF_CAP)
+        backoff = Backoff(context.config.poll_interval)
         while True:
             try:
                 if await forget_run(context, body):

@@ -37,10 +37,15 @@ def recoverable(error: BaseException) -> bool:
     return isinstance(error, HTTPError | ConnectionError | TimeoutError | Rejected)
 
 
+BACKOFF_CAP = 60.0
+"""Seconds at most between two tries while a store or the API server stays away: it is noticed
+within a minute of its return, and a replica's many runs ask it a few times a minute at most."""
+
+
 class Backoff:
     """Waits that double from ``first`` to ``cap``, each drawn from its upper half (jitter)."""
 
-    def __init__(self, first: float, cap: float) -> None:
+    def __init__(self, first: float, cap: float = BACKOFF_CAP) -> None:
         self.first = first
         self.cap = cap
         self._failures = 0

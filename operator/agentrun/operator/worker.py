@@ -48,10 +48,7 @@ from agentrun.runner.results import RunResult
 
 RETRY_BACKOFF = 2.0
 """Seconds before trying again after the first failure that a retry can help (a store briefly
-away); each failure in a row doubles it, up to ``BACKOFF_CAP`` (``retrying.Backoff``)."""
-
-BACKOFF_CAP = 60.0
-"""Seconds at most between two tries while a store or the API server stays away."""
+away); each failure in a row doubles it, up to ``retrying.BACKOFF_CAP``."""
 
 
 class Faulted(Exception):
@@ -88,7 +85,7 @@ class RunWorker:
         self.run_id: str = meta["uid"]
         self.report = RunReporter(context, body, logger)
         self.tenant = ""
-        self.backoff = Backoff(RETRY_BACKOFF, BACKOFF_CAP)
+        self.backoff = Backoff(RETRY_BACKOFF)
         """How long to wait after a failure a retry can help, growing while they come in a row
         and reset by a success: one for every kind, since they mostly share a cause (a store
         away fails the lease check, the attempt and the forgetting alike)."""
