@@ -31,9 +31,18 @@ ENV PATH=/opt/agentrun/bin:$PATH \
     PIP_NO_CACHE_DIR=1 \
     HOME=/tmp
 # /wheels holds exactly the versions the build stage resolved, so nothing here is left to float.
-# hadolint ignore=DL3013
+# tini is PID 1 (the entry point): the kernel drops a signal sent to a container's PID 1 unless
+# that process has a handler for it, and Python has none for SIGTERM until the operator's entry
+# point installs one, so a pod deleted while starting would run for its whole grace period. tini
+# handles every signal and passes it on to the operator, which exits at once when it comes before
+# its own handler. Debian's package; hack/images.sh's base has it already (no apt there).
+# hadolint ignore=DL3008,DL3013
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    python3 -m venv /opt/agentrun \
+    if ! command -v tini >/dev/null; then \
+      apt-get update && apt-get install -y --no-install-recommends tini \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi \
+    && python3 -m venv /opt/agentrun \
     && pip install --no-cache-dir --no-index --find-links=/wheels "agentrun[operator]" \
     && groupadd --system --gid 10001 agentrun \
     && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --no-create-home \
@@ -42,5 +51,5 @@ USER 10001:10001
 WORKDIR /tmp
 # 8080: kopf's liveness endpoint (/healthz); 9090: Prometheus metrics.
 EXPOSE 8080 9090
-ENTRYPOINT ["python", "-m", "agentrun.operator"]
+ENTRYPOINT ["tini", "--", "python", "-m", "agentrun.operator"]
 CMD ["--standalone", "--all-namespaces", "--liveness=http://0.0.0.0:8080/healthz"]

@@ -39,7 +39,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/images.sh
 source "$HACK_DIR/images.sh"
 # shellcheck source=hack/lib/cluster-host.sh
-source "$HACK_DIR/lib/cluster-host.sh" # SYSCTLS, egress_chain, step
+source "$HACK_DIR/lib/cluster-host.sh" # SYSCTLS, egress_chain, step, live_pid
 
 CLUSTER_DIR="${AGENTRUN_CLUSTER_DIR:-/var/lib/agentrun-cluster}"
 RUN_DIR=/run/agentrun-cluster
@@ -544,10 +544,12 @@ cluster_env() {
   done
 }
 
-# As the kernel's OOM killer or a lost node ends a process: no handler runs.
+# As the kernel's OOM killer or a lost node ends a process: no handler runs. Only a live pid
+# (live_pid): an exited container's is 0, and `kill -KILL 0` would kill our own process group.
 kill_container() {
   local pid
   pid="$(crictl_ inspect -o go-template --template '{{.info.pid}}' "$1")"
+  pid="$(live_pid "$pid")" || exit 1
   kill -KILL "$pid"
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes every image the single-node cluster (hack/cluster.sh) runs, without a container registry,
 # and saves each as a tarball that hack/cluster.sh loads into the node's containerd:
-#   agentrun-base:bookworm      Debian 12 with Python 3.11 and its venv module: mmdebstrap, then
+#   agentrun-base:bookworm      Debian 12 with Python 3.11, its venv module and tini (the
+#                               operator's PID 1, the Dockerfile's entry point): mmdebstrap, then
 #                               `docker import` (no base image comes from a registry)
 #   agentrun-redis:bookworm     Debian 12's redis-server, made the same way (the chart's Redis;
 #                               $AGENTRUN_E2E_REDIS_IMAGE names it otherwise)
@@ -168,7 +169,7 @@ images_main() {
   cluster_tools_main
   mkdir -p "$IMAGE_DIR"
   LOG="$IMAGE_DIR/build.log"
-  debian_image "$BASE_IMAGE" python3,python3-venv,ca-certificates "" 'ENV LANG=C.UTF-8'
+  debian_image "$BASE_IMAGE" python3,python3-venv,ca-certificates,tini "" 'ENV LANG=C.UTF-8'
   debian_image "$REDIS_IMAGE" redis-server 'mkdir -p "$1/data"' 'WORKDIR /data' 'USER 999:999' \
     'ENTRYPOINT ["redis-server", "--protected-mode", "no"]'
   operator_image

@@ -29,7 +29,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=hack/kind-tools.sh
 source "$HACK_DIR/kind-tools.sh"
 # shellcheck source=hack/lib/cluster-host.sh
-source "$HACK_DIR/lib/cluster-host.sh" # SYSCTLS, egress_chain, step
+source "$HACK_DIR/lib/cluster-host.sh" # SYSCTLS, egress_chain, step, live_pid
 
 KIND_CLUSTER="${AGENTRUN_KIND_CLUSTER:-agentrun-e2e}"
 KIND_DIR="${AGENTRUN_KIND_DIR:-/var/lib/agentrun-kind}"
@@ -222,6 +222,7 @@ kind_env() {
 kind_kill_container() {
   local pid
   pid="$(node_ crictl inspect -o go-template --template '{{.info.pid}}' "$1")"
+  pid="$(live_pid "$pid" node_)" || exit 1
   node_ kill -KILL "$pid"
 }
 

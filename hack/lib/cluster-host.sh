@@ -8,7 +8,9 @@
 #   the ranges given and drops the rest (egress_chain), and the rules ahead of everything in
 #   PREROUTING that send traffic into it (first_in_prerouting): which traffic that is, the caller
 #   says, since a pod range and kind's Docker bridge are matched differently;
-# - the line each stage of `up` prints, with its time (step).
+# - the line each stage of `up` prints, with its time (step);
+# - the check that a pid crictl gave for a container names a live process, before `kill-container`
+#   sends it SIGKILL (live_pid).
 
 # The kernel settings the kubelet, kube-proxy and the cluster scripts change.
 SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
@@ -63,4 +65,24 @@ step() { # description, command...
   echo "==> $what"
   "$@"
   echo "    done in $((SECONDS - start))s"
+}
+
+# Prints $1 if it is the pid of a live process other than init; else says why not on stderr and
+# returns 1. crictl gives pid 0 for a container that has exited (or is starting), and
+# `kill -KILL 0` kills every process of the caller's process group: this script, and the test
+# run or shell that called it. 1 is the init of the node or of a pid namespace. The rest of the
+# arguments are the command that runs `kill -0` where the pid lives (none: on this machine; a
+# kind node's `docker exec` otherwise).
+live_pid() {
+  local pid="$1"
+  shift
+  if ! [[ "$pid" =~ ^[0-9]+$ ]] || [ "$pid" -le 1 ]; then
+    echo "refusing to kill pid '$pid': not a live container process (has it exited?)" >&2
+    return 1
+  fi
+  if ! "$@" kill -0 "$pid" 2>/dev/null; then
+    echo "refusing to kill pid $pid: no such process (the container has exited)" >&2
+    return 1
+  fi
+  echo "$pid"
 }

@@ -373,6 +373,17 @@ class Outcome(StrEnum):
             "kubectl, or the kit itself (a frontier it cannot mask or encode)",
         ),
     )
+    OPERATOR_FAULT = (
+        "operator_fault",
+        _facts(
+            Exit.MUST_NOT_CARRY_ON,
+            ("Unknown", "OperatorFault"),
+            "the operator met an error that trying again cannot mend (the API server refusing it, "
+            "a 403 say, or a bug) and stopped working on the run; the message and the operator's "
+            "log say what. Fix the cause, then restart the operator's replicas to carry it on",
+            event=_warning("OperatorFault"),
+        ),
+    )
 
     @property
     def reason(self) -> str | None:

@@ -49,6 +49,7 @@ STABLE_REASONS = {
     Outcome.PROVIDER_UNAVAILABLE: ("Unknown", "ProviderUnavailable"),
     Outcome.SECRET_UNAVAILABLE: ("Unknown", "SecretUnavailable"),
     Outcome.REFUSED: ("False", "Failed"),
+    Outcome.OPERATOR_FAULT: ("Unknown", "OperatorFault"),
 }
 NEVER_END_A_RUN = {ToolError, ToolArgumentsError}
 """A tool's own answers, told to the model; they take the base's outcome, which is never used."""

@@ -14,6 +14,7 @@ import random
 import sqlite3
 import string
 import time
+import urllib.request
 
 from pydantic import JsonValue
 
@@ -128,3 +129,20 @@ async def tick(count: int) -> str:
 
 ticker = _agent("ticker", (tick,), [*(_turn("tick", {"count": n}) for n in range(200)), DONE])
 """A long run of many side-effecting calls: deleting it mid-way must stop them."""
+
+
+@tool(read_only=True)
+async def call_out(n: int) -> str:
+    """Ask the test's tool server (``AGENTRUN_TEST_TOOL_URL``, on loopback): it counts the calls
+    that begin and holds each until the test lets it go."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, never a proxy
+
+    def ask() -> str:
+        with opener.open(f"{os.environ['AGENTRUN_TEST_TOOL_URL']}?n={n}", timeout=120) as answer:
+            return str(answer.read().decode())
+
+    return await asyncio.to_thread(ask)
+
+
+caller = _agent("caller", (call_out,), [*(_turn("call_out", {"n": n}) for n in range(200)), DONE])
+"""A long run of calls to a server the test controls."""

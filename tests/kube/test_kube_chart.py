@@ -193,7 +193,7 @@ def test_default_deployment_is_non_root_read_only_and_probed(
     assert "emptyDir" in next(v for v in pod["volumes"] if v["name"] == "tmp")
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
-    assert container["command"] == ["python", "-m", "agentrun.operator"]
+    assert container["command"] == ["tini", "--", "python", "-m", "agentrun.operator"]
     assert container["args"] == [
         "--standalone",
         "--liveness=http://0.0.0.0:8080/healthz",

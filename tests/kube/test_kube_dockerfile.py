@@ -104,3 +104,16 @@ def test_build_context_is_only_the_package() -> None:
     lines = (REPO / ".dockerignore").read_text().splitlines()
     patterns = [line for line in lines if line and not line.startswith("#")]
     assert patterns[:4] == ["*", "!pyproject.toml", "!README.md", "!operator/"]
+
+
+def test_pid_1_is_an_init_that_passes_signals_on() -> None:
+    """The kernel drops a signal sent to a container's PID 1 that has no handler for it, and
+    Python has none for SIGTERM while it starts: tini is PID 1 (Debian's package, in
+    hack/images.sh's base and installed by the Dockerfile where a base lacks it).
+    tests/kube/test_operator_start_stop.py runs the chart's command as PID 1 and signals it."""
+    (entrypoint,) = [args for keyword, args in final_stage() if keyword == "ENTRYPOINT"]
+    assert json.loads(entrypoint)[:2] == ["tini", "--"]
+    (install,) = [args for keyword, args in final_stage() if keyword == "RUN"]
+    assert "apt-get install -y --no-install-recommends tini" in install
+    images = (REPO / "hack" / "images.sh").read_text()
+    assert "python3,python3-venv,ca-certificates,tini" in images

@@ -10,13 +10,16 @@ the kit refuses to guess.
 ``spec.approvals``), which is what the approval examples and the runbook show.
 
 ``AGENTRUN_DEMO_LINGER`` (``book`` or ``notify``) makes that tool wait after it acted, standing
-in for a slow confirmation, so the demo can kill the worker at exactly that moment.
+in for a slow confirmation, so the demo can kill the worker at exactly that moment: for
+``AGENTRUN_DEMO_LINGER_SECONDS``, or until the services' ``release-STEP`` file appears (a test
+that holds the call in flight until it has seen what it waits for, ``services.released``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import os
 
 from pydantic import JsonValue
@@ -27,10 +30,18 @@ from agentrun.runner.providers.scripted import ScriptedProvider
 from agentrun.runner.registry import RegisteredAgent
 from agentrun.runner.tools import tool
 
+RELEASE_POLL = 0.2
+"""Seconds between two looks for the file that ends a linger."""
+
 
 async def _linger(step: str) -> None:
-    if os.environ.get("AGENTRUN_DEMO_LINGER") == step:
-        await asyncio.sleep(float(os.environ.get("AGENTRUN_DEMO_LINGER_SECONDS", "60")))
+    if os.environ.get("AGENTRUN_DEMO_LINGER") != step:
+        return
+    seconds = float(os.environ.get("AGENTRUN_DEMO_LINGER_SECONDS", "60"))
+    for _ in range(math.ceil(seconds / RELEASE_POLL)):
+        if services.released(step):
+            return
+        await asyncio.sleep(RELEASE_POLL)
 
 
 @tool(read_only=True)

@@ -2,7 +2,9 @@
 
 The airline deduplicates on the ``Idempotency-Key`` it is sent, as a well-behaved payment or
 booking API does; the SMS gateway does not (most don't), so a repeated send is a second message.
-``AGENTRUN_DEMO_DIR`` says where the file lives (default ``.agentrun``).
+``AGENTRUN_DEMO_DIR`` says where the file lives (default ``.agentrun``). A file
+``release-STEP`` beside it ends a demo tool's linger at STEP at once (``booking``): what a test
+that must hold a call in flight until it has seen something happen writes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ from pathlib import Path
 
 def services_path() -> Path:
     return Path(os.environ.get("AGENTRUN_DEMO_DIR", ".agentrun")) / "demo-services.db"
+
+
+def released(step: str) -> bool:
+    """Whoever holds the demo's calls let a linger at ``step`` end (the module's notes)."""
+    return (services_path().parent / f"release-{step}").exists()
 
 
 def _connect() -> sqlite3.Connection:

@@ -19,6 +19,10 @@ Who forgets, and when:
   object is gone, and when the holder died instead its lease lapses after the TTL and this
   replica forgets it then. Namespace deletion deletes every AgentRun in it: the same path.
 
+A store or the API server away is waited for, longer each time (``retrying.Backoff``); an error
+that trying again cannot mend (a 403, a bug) is shown on the run as ``OperatorFault`` and this
+replica stops trying to forget it until it restarts: a person has to act.
+
 It is driven by watch events, not by a kopf deletion handler: kopf only runs those while its own
 finalizer is on the object, and kopf's finalizer goes with the daemon once a run is finished —
 exactly the runs that most often get deleted. Every replica may try; forgetting is idempotent and
@@ -38,6 +42,8 @@ from agentrun.errors import RunLeaseError
 from agentrun.operator.claims import ours
 from agentrun.operator.context import FINALIZER, OperatorContext
 from agentrun.operator.finalizers import drop_finalizer
+from agentrun.operator.reporter import RunReporter
+from agentrun.operator.retrying import Backoff, recoverable
 from agentrun.operator.tenancy import tenant_of
 
 FORGET_TTL = 30.0
@@ -95,11 +101,14 @@ class Forgetting:
 
     def __init__(self) -> None:
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._faulted: set[str] = set()
+        """Runs whose forgetting met an error trying again cannot mend: not tried again on their
+        next watch event (the fault's own status write is one), which would only meet it again."""
 
     def see(self, context: OperatorContext, body: Mapping[str, Any]) -> None:
         """A watch event of a run: if it is being deleted, forget it as soon as nobody holds it."""
         run_id: str = body["metadata"]["uid"]
-        if being_forgotten(body) and run_id not in self._tasks:
+        if being_forgotten(body) and run_id not in self._tasks and run_id not in self._faulted:
             task = asyncio.create_task(
                 self._until_forgotten(context, body), name=f"forget {run_id}"
             )
@@ -107,13 +116,22 @@ class Forgetting:
             task.add_done_callback(lambda _: self._tasks.pop(run_id, None))
 
     async def _until_forgotten(self, context: OperatorContext, body: Mapping[str, Any]) -> None:
+        run_id: str = body["metadata"]["uid"]
+        backoff = Backoff(context.config.poll_interval)
         while True:
             try:
                 if await forget_run(context, body):
                     return
-            except Exception as error:  # the store or the API server away: ask again
-                log.warning("could not forget run %s yet: %s", body["metadata"]["uid"], error)
-            await asyncio.sleep(context.config.poll_interval)
+                wait = context.config.poll_interval  # another worker holds it: ask again
+                backoff.reset()
+            except Exception as error:
+                if not recoverable(error):
+                    self._faulted.add(run_id)
+                    await RunReporter(context, body, log).fault(error)
+                    return
+                wait = backoff.next()
+                log.warning("could not forget run %s yet (again in %.1fs): %s", run_id, wait, error)
+            await asyncio.sleep(wait)
 
     async def close(self) -> None:
         for task in list(self._tasks.values()):

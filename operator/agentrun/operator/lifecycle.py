@@ -9,6 +9,7 @@ at shut-down.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import Iterable
@@ -117,6 +118,21 @@ def daemon_finalizer(controller: str) -> str:
     return "agentrun.dev/daemon" if controller == DEFAULT_CONTROLLER else f"{controller}-daemon"
 
 
+def raise_a_pending_stop() -> None:
+    """Raise the cancellation kopf sent this start-up, if it is still pending at its end.
+
+    kopf stops an operator told to stop while it starts (a SIGTERM once it listens) by
+    cancelling the start-up activity. A cancellation is delivered only where a coroutine awaits,
+    and start-up spends seconds in code that does not (importing the agents, below the store's
+    opening): one that came then was delivered after the activity had counted as done, where
+    kopf does not take it for a stop, and the replica finished starting and ran on, still up a
+    minute after the signal (``tests/kube/test_operator_start_stop.py``). The request stays
+    counted on the task (``Task.cancelling``), so it is raised here, after the last await."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 async def start(
     settings: kopf.OperatorSettings, memo: Any, logger: logging.Logger | logging.LoggerAdapter[Any]
 ) -> None:
@@ -160,6 +176,7 @@ async def start(
         peers=Peers(config.worker_id),
     )
     memo.forgetting = Forgetting()
+    raise_a_pending_stop()
     logger.info(
         "worker %s of %s ready with agents %s on %s",
         config.worker_id,

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import kopf
 
 from agentrun._compat.kopf import require_no_finalizer
+from agentrun.operator import stopping
 from agentrun.operator.agent_probe import TICK, due, probe
 from agentrun.operator.agent_resource import AGENT_PLURAL
 from agentrun.operator.claims import ours
@@ -23,12 +25,14 @@ from agentrun.operator.conditions import is_terminal
 from agentrun.operator.lifecycle import start, stop
 from agentrun.operator.observer import observe
 from agentrun.operator.resource import GROUP, PLURAL, VERSION
-from agentrun.operator.worker import RunWorker
+from agentrun.operator.worker import Faulted, RunWorker
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 RETRY_AFTER = 5.0
-"""Seconds before a daemon that failed unexpectedly (the API server away, say) starts again."""
+"""Seconds before a timer that failed (the API server away, say) ticks again, or a daemon that
+failed outside its worker starts again. A run's worker retries what can pass itself, with a
+growing wait, and stops for good on the rest (``worker``, ``retrying``)."""
 
 GRACE = 20.0
 """Seconds a stopping daemon gets to reach its next step and hand its lease back: kopf sets
@@ -57,6 +61,11 @@ def _to_run(
 
 @kopf.on.startup()
 async def startup(*, settings: kopf.OperatorSettings, memo: Any, logger: Logger, **_: Any) -> None:
+    if (heard := stopping.heard()) is not None:
+        # Told to stop before kopf listened (``stopping``): a start-up cancelled is kopf's own
+        # way out of a start, and it stops the operator before any run is taken.
+        logger.warning("%s came while starting: stopping before taking any run", heard.name)
+        raise asyncio.CancelledError
     await start(settings, memo, logger)
 
 
@@ -79,7 +88,10 @@ async def run_agent(
 ) -> None:
     context = memo.context
     with context.newsroom.following(body["metadata"]["uid"]) as news:
-        await RunWorker(context, body, lambda: bool(stopped), logger, news).work()
+        try:
+            await RunWorker(context, body, lambda: bool(stopped), logger, news).work()
+        except Faulted as fault:  # shown on the run; started again, it would only meet it again
+            raise kopf.PermanentError(str(fault)) from fault
 
 
 def keep_no_kopf_finalizer(spawned: Callable[..., Any]) -> None:

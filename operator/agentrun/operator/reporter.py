@@ -29,6 +29,7 @@ from agentrun.operator.resource import (
     PendingApproval,
     Usage,
 )
+from agentrun.operator.retrying import described
 from agentrun.operator.status import NOTHING, StatusWriter, Superseded
 from agentrun.outcomes import Outcome
 from agentrun.runner.results import RunResult
@@ -254,6 +255,22 @@ class RunReporter:
             await self.status.write(self._let_go(progress))
         if outcome.reason is not None:
             self.say("finished: %s", outcome.value)
+
+    async def fault(self, error: Exception) -> None:
+        """The replica stopped working on the run on ``error``, which trying again cannot mend
+        (``retrying``): logged with its traceback, and shown on the run (condition and event),
+        which is where a person looks; unless the status write fails too, and then the log is
+        all there is."""
+        self.log.error(
+            "run=%s stopped on an error trying again cannot mend: %r",
+            self.run_id,
+            error,
+            exc_info=error,
+        )
+        try:
+            await self.ended(Outcome.OPERATOR_FAULT, described(error))
+        except Exception as failure:
+            self.say("could not show the fault: %s", failure, level=logging.ERROR)
 
     async def indeterminate(self, error: IndeterminateToolCallError) -> None:
         """The calls nobody can decide, named in the status for the person who must answer."""

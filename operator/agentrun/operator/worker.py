@@ -37,6 +37,7 @@ from agentrun.operator.news import News
 from agentrun.operator.policies import checkpoint_policy, lease_policy
 from agentrun.operator.reporter import Logger, RunReporter
 from agentrun.operator.resource import AgentRunSpec
+from agentrun.operator.retrying import Backoff, recoverable
 from agentrun.operator.status import PinnedElsewhere
 from agentrun.operator.tenancy import tenant_of
 from agentrun.operator.witness import is_parked, refuse_fresh_start_if_lost, refuse_if_lost
@@ -46,7 +47,17 @@ from agentrun.runner.registry import RegisteredAgent
 from agentrun.runner.results import RunResult
 
 RETRY_BACKOFF = 2.0
-"""Seconds before trying again after an attempt that a retry can help (a store briefly away)."""
+"""Seconds before trying again after the first failure that a retry can help (a store briefly
+away); each failure in a row doubles it, up to ``retrying.BACKOFF_CAP``."""
+
+
+class Faulted(Exception):
+    """The worker stopped on an error that trying again cannot mend, shown on the run already;
+    kopf must not start it again (``main.run_agent``)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"the worker of run {run_id} stopped on an error it cannot mend")
+
 
 LAPSE_SLACK = 0.2
 """Seconds before its expiry within which a lease gone is taken as lapsed, not let go (the
@@ -74,6 +85,10 @@ class RunWorker:
         self.run_id: str = meta["uid"]
         self.report = RunReporter(context, body, logger)
         self.tenant = ""
+        self.backoff = Backoff(RETRY_BACKOFF)
+        """How long to wait after a failure a retry can help, growing while they come in a row
+        and reset by a success: one for every kind, since they mostly share a cause (a store
+        away fails the lease check, the attempt and the forgetting alike)."""
         self._returned: Mapping[str, Any] | None = None
         """The run as the API server last returned it to this worker, until an attempt uses it:
         fresher than the watch's view, so the attempt need not read it again."""
@@ -110,15 +125,33 @@ class RunWorker:
 
     async def work(self) -> None:
         """Run the run while this replica may; if it stopped because the run is being deleted,
-        forget it now, under its lease, rather than leave that to the next watch event."""
-        await self._work()
-        if self._deleted() and not self.news.gone:
+        forget it now, under its lease, rather than leave that to the next watch event.
+
+        A store or the API server away ends a turn of it, not the worker: it starts again after
+        a wait that grows with each failure in a row (``retrying``). Any other error is shown on
+        the run (``RunReporter.fault``) and raised as ``Faulted``: the worker stops for good."""
+        while True:
             try:
-                await forget_run(self.context, self.body)
-            except (
-                Exception
-            ) as error:  # the store or the API server away: ``Forgetting`` asks again
-                self.report.say("could not forget the run yet: %s", error, level=logging.WARNING)
+                await self._work()
+                if self._deleted() and not self.news.gone:
+                    await forget_run(self.context, self.body)
+                return
+            except Exception as error:
+                if not recoverable(error):
+                    await self.report.fault(error)
+                    raise Faulted(self.run_id) from error
+                wait = self.backoff.next()
+                self.report.say("will try again in %.1fs: %s", wait, error, level=logging.WARNING)
+            await self._wait(wait)
+            if self._over():  # told to stop meanwhile, or the run went on without us
+                return
+
+    async def _wait(self, seconds: float) -> None:
+        """``seconds``, or until the run is over or the replica told to stop (the watch's
+        news, at least every poll interval): a stopping replica does not wait out a backoff."""
+        deadline = time.monotonic() + seconds
+        while not self._over() and (left := deadline - time.monotonic()) > 0:
+            await self.news.next(min(left, self.context.config.poll_interval))
 
     async def _seen_again(self, run: Mapping[str, Any], attempt: int) -> Mapping[str, Any] | None:
         """The run after a patch computed from ``run`` was rejected. The first time, the watch's
@@ -367,6 +400,8 @@ class RunWorker:
                 )
         except AgentRunError as error:
             await self._after(error)
+        else:
+            self.backoff.reset()
 
     async def _after(self, error: AgentRunError) -> None:
         """Carry on after an attempt that ``error`` ended, as its outcome says."""
@@ -387,8 +422,9 @@ class RunWorker:
             self.report.say("superseded: %s", error, level=logging.WARNING)
             await self._pause()
         elif outcome.retryable:
-            self.report.say("will retry: %s", error, level=logging.WARNING)
-            await asyncio.sleep(RETRY_BACKOFF)
+            wait = self.backoff.next()
+            self.report.say("will retry in %.1fs: %s", wait, error, level=logging.WARNING)
+            await self._wait(wait)
         elif not outcome.conditions:  # nothing said it: a failure nobody planned for
             raise error
 
@@ -423,9 +459,11 @@ class RunWorker:
             except AgentRunError as error:
                 if not error.retryable:
                     raise
-                self.report.say("will ask again: %s", error, level=logging.WARNING)
-                await asyncio.sleep(RETRY_BACKOFF)
+                wait = self.backoff.next()
+                self.report.say("will ask again in %.1fs: %s", wait, error, level=logging.WARNING)
+                await self._wait(wait)
                 continue
+            self.backoff.reset()
             poll = self.context.config.poll_interval
             now = time.monotonic()
             if held is not None:
