@@ -42,7 +42,7 @@ from pathlib import Path
 
 from tests.support.kube import REPO
 
-from agentrun.operator.metrics import LATENCY_BUCKETS
+from agentrun.operator._metrics import LATENCY_BUCKETS
 from bench.fake_endpoints import MODEL_CALLS, TOOL_CALLS
 from bench.operator_scale import (
     AGENT_CRD,

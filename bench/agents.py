@@ -18,8 +18,8 @@ import asyncio
 from pydantic import JsonValue
 
 from agentrun.runner import AgentDefinition, ScriptedProvider, tool
-from agentrun.runner.registry import RegisteredAgent
-from agentrun.runner.tools import Tool
+from agentrun.runner._registry import RegisteredAgent
+from agentrun.runner._tools import Tool
 
 SLOW_SECONDS = 10.0
 

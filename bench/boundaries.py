@@ -7,8 +7,8 @@ booking conversation as the runner does: per turn a boundary after the model cal
 call's charge, and one after the tool result. Each run is made twice on each server:
 
 * ``separate`` — the store contracts one by one (segment, frontier, and the ledger's charge on
-  its own), what a ``Checkpointer`` without a ``BoundaryStore`` does;
-* ``one commit`` — ``BoundaryStore.commit`` (``StoreSet.boundaries``), what ``on_backend`` uses.
+  its own), what a ``Checkpointer`` without a ``CommitStore`` does;
+* ``one commit`` — ``CommitStore.commit`` (``StoreSet.commits``), what ``on_backend`` uses.
 
 Round trips and commits are counted on the client, below the stores: asyncpg statements (a
 statement outside a transaction is a commit; ``BEGIN`` … ``COMMIT`` is one) and its preparing
@@ -24,7 +24,7 @@ Stored bytes after the 200-turn run are the values as the server keeps them (Pos
 (the same server's compression of it in one value, and zlib's). Masking: the in-process cost of
 a write (no server), redaction off, on, and on without the windowed search (the reference).
 Kit CPU: the in-process cost of a write as deployed (redaction on, out of line, charged,
-compacted and merged) into a ``BoundaryStore`` that keeps nothing, over the longer run.
+compacted and merged) into a ``CommitStore`` that keeps nothing, over the longer run.
 Decoding: the CPU of decoding the shorter run's transcript in memory, run after run, with the
 garbage collector as the caller has it (the kit's default) and paused (``pause_collector``).
 
@@ -49,28 +49,28 @@ from typing import Any, Protocol
 
 import asyncpg
 import redis.asyncio.connection as redis_connection
-from tests.support.chain_faults import RecordingBoundaries
+from tests.support.chain_faults import RecordingCommits
 from tests.support.postgres_server import postgres_server
 from tests.support.redis_server import redis_server
 
 from agentrun import open_backend
-from agentrun.backend import StoreSet
-from agentrun.boundary import BoundaryCommit, Charge
-from agentrun.checkpointing import Checkpointer, CheckpointPolicy
-from agentrun.frontier import Boundary, encode, encode_message
-from agentrun.history import (
+from agentrun._backend import StoreSet
+from agentrun._checkpointing import Checkpointer, CheckpointPolicy
+from agentrun._commits import BoundaryCommit, Charge
+from agentrun._frontier import Boundary, encode, encode_message
+from agentrun._history import (
     HistoryStore,
     SegmentForm,
     append_transcript,
     encode_segment,
     read_chain,
 )
-from agentrun.messages import Message
-from agentrun.redaction import Masker, Redactor, Rule
-from agentrun.resume import read_and_plan
-from agentrun.stores.memory import MemoryHistoryStore
-from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
-from agentrun.stores.sqlite._database import Database
+from agentrun._messages import Message
+from agentrun._redaction import Masker, Redactor, Rule
+from agentrun._resume import read_and_plan
+from agentrun.stores._memory import MemoryHistoryStore
+from agentrun.stores._postgres import EXPECTED_CHECKPOINT_SCHEMA
+from agentrun.stores._sqlite._database import Database
 from bench.checkpoint_write import (
     FENCE,
     TENANT,
@@ -262,14 +262,14 @@ async def write_run(
     *,
     whole: bool,
     form: SegmentForm,
-    recording: RecordingBoundaries | None = None,
+    recording: RecordingCommits | None = None,
 ) -> WriteRow:
     checkpointer = Checkpointer(
         backend.checkpoints,
         CheckpointPolicy(segment_form=form),
         history=backend.history,
         masker=backend.masker,
-        boundaries=(recording or backend.boundaries) if whole else None,
+        commits=(recording or backend.commits) if whole else None,
     )
     per_boundary: Counter[str] = Counter()
     per_model: Counter[str] = Counter()
@@ -354,10 +354,10 @@ async def raw_commits(
 async def resume_run(server: str, backend: StoreSet, run_id: str, turns: int) -> ResumeRow:
     measured: list[tuple[int, float]] = []
     for history, boundaries in (
-        (backend.history, backend.boundaries),
+        (backend.history, backend.commits),
         (Walking(backend.history), None),
     ):
-        checkpointer = Checkpointer(backend.checkpoints, history=history, boundaries=boundaries)
+        checkpointer = Checkpointer(backend.checkpoints, history=history, commits=boundaries)
         with TRIPS.measure() as counts:
             started = time.perf_counter()
             _, messages, _ = await read_and_plan(
@@ -461,7 +461,7 @@ async def masking(turns: int) -> dict[tuple[str, str], float]:
 
 
 class _Discarding:
-    """A ``BoundaryStore`` that keeps nothing: what is left of a write is the kit's own CPU."""
+    """A ``CommitStore`` that keeps nothing: what is left of a write is the kit's own CPU."""
 
     async def commit(self, boundary: BoundaryCommit) -> int | None:
         return None if boundary.charge is None else CHARGE_MICROS
@@ -469,7 +469,7 @@ class _Discarding:
 
 class _NoSegments:
     async def put(self, tenant: str, run_id: str, segment: bytes, *, fence: int) -> str:
-        raise AssertionError("a Checkpointer with a BoundaryStore puts no segment on its own")
+        raise AssertionError("a Checkpointer with a CommitStore puts no segment on its own")
 
     async def fetch(self, tenant: str, run_id: str, handle: str) -> bytes:
         raise AssertionError("nothing is read back")
@@ -481,14 +481,14 @@ class _NoSegments:
 async def kit_cpu(turns: int, form: SegmentForm) -> tuple[float, float]:
     """Median and mean ms of an in-process ``Checkpointer.write`` per boundary as deployed
     (redaction on, the transcript out of line, a charge after each model call, compacted and
-    merged as the ``Checkpointer`` does) into a ``BoundaryStore`` that keeps nothing: the kit's
+    merged as the ``Checkpointer`` does) into a ``CommitStore`` that keeps nothing: the kit's
     CPU in a boundary."""
     checkpointer = Checkpointer(
         _Nowhere(),
         CheckpointPolicy(segment_form=form),
         masker=Masker.build(()),
         history=_NoSegments(),
-        boundaries=_Discarding(),
+        commits=_Discarding(),
     )
     times: list[float] = []
     gc.collect()
@@ -593,8 +593,8 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
             resumes: list[ResumeRow] = []
             stored: list[tuple[str, int, int, int, int]] = []
             for label, backend, url in found:
-                assert backend.boundaries is not None
-                recording = RecordingBoundaries(backend.boundaries)
+                assert backend.commits is not None
+                recording = RecordingCommits(backend.commits)
                 for whole in (False, True):
                     run_id = f"{'whole' if whole else 'separate'}-{turns[0]}"
                     writes.append(
@@ -688,7 +688,7 @@ async def run(names: Sequence[str], fsync: bool, quick: bool, form: SegmentForm)
         print(f"  {kind:<22} {label:<38} {median:>7.3f}  ({median / off:.2f}x redaction off)")
     print(
         f"\nKit CPU: in-process Checkpointer.write per boundary as deployed, {turns[1]} turns, "
-        f"a BoundaryStore that keeps nothing (ms): median {cpu[0]:.3f}, mean {cpu[1]:.3f}"
+        f"a CommitStore that keeps nothing (ms): median {cpu[0]:.3f}, mean {cpu[1]:.3f}"
     )
     print(f"\ndone in {time.monotonic() - began:.0f} s; servers stopped")
 

@@ -16,7 +16,7 @@ built afresh, as in the runner, which appends to one list. Per boundary, interle
   besides redaction (preparing the frontier, encoding the new turn, splicing the rest);
 * ``put`` — the store's ``put`` alone, given the exact bytes that write produced;
 * ``raw`` — the same bytes on the same server without the kit, over the same kind of connection:
-  ``SET key bytes`` on a client made like the stores' (``agentrun.stores.redis.open_client``: the
+  ``SET key bytes`` on a client made like the stores' (``agentrun.stores._redis.open_client``: the
   same blocking pool, timeouts and protocol) on Redis; a single-statement upsert into a plain
   ``(key text PRIMARY KEY, value bytea)`` table whose column has the compression the store's
   checkpoint column (also ``bytea``) has on PostgreSQL; ``INSERT OR REPLACE`` in one
@@ -67,14 +67,14 @@ from tests.support.postgres_server import PostgresServer, postgres_server
 from tests.support.redis_server import redis_server
 
 from agentrun import Backend, open_backend
-from agentrun.backend import CheckpointStore
-from agentrun.checkpointing import DEFAULT_MAX_BYTES, Checkpointer
-from agentrun.frontier import Boundary, Checkpoint, encode, encode_spliced
-from agentrun.history import HistoryStore
-from agentrun.messages import Message, TextPart, ToolCall, Usage
-from agentrun.redaction import Redactor
-from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
-from agentrun.stores.redis import open_client
+from agentrun._backend import CheckpointStore
+from agentrun._checkpointing import DEFAULT_MAX_BYTES, Checkpointer
+from agentrun._frontier import Boundary, Checkpoint, encode, encode_spliced
+from agentrun._history import HistoryStore
+from agentrun._messages import Message, TextPart, ToolCall, Usage
+from agentrun._redaction import Redactor
+from agentrun.stores._postgres import EXPECTED_CHECKPOINT_SCHEMA
+from agentrun.stores._redis import open_client
 
 T = TypeVar("T")
 

@@ -60,7 +60,7 @@ from tests.support.redis_server import RedisServer
 from urllib3.exceptions import HTTPError
 
 from agentrun import open_backend
-from agentrun.operator.resource import GROUP, PLURAL, VERSION
+from agentrun.operator._resource import GROUP, PLURAL, VERSION
 
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
 AGENT_CRD = REPO / "crds" / "agents.agentrun.dev.yaml"

@@ -48,8 +48,8 @@ import asyncpg
 from tests.support.postgres_server import postgres_server
 
 from agentrun import Backend, open_backend
-from agentrun.checkpointing import Checkpointer
-from agentrun.messages import Message
+from agentrun._checkpointing import Checkpointer
+from agentrun._messages import Message
 from bench.checkpoint_write import (
     WARMUP,
     Cell,

@@ -66,11 +66,11 @@ from tests.support.postgres_server import postgres_server
 from tests.support.redis_server import redis_server
 
 from agentrun import open_backend
-from agentrun.backend import StoreSet
-from agentrun.boundary import BoundaryCommit, BoundaryStore, RunReader
-from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
-from agentrun.frontier import Checkpoint, decode
-from agentrun.history import (
+from agentrun._backend import StoreSet
+from agentrun._checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
+from agentrun._commits import BoundaryCommit, CommitStore, RunReader
+from agentrun._frontier import Checkpoint, decode
+from agentrun._history import (
     CONTEXT_BYTES,
     HistoryStore,
     SegmentForm,
@@ -79,13 +79,13 @@ from agentrun.history import (
     load_chain,
     previous_of,
 )
-from agentrun.leases import LeasePolicy
-from agentrun.messages import Message
-from agentrun.resume import read_and_plan
+from agentrun._leases import LeasePolicy
+from agentrun._messages import Message
+from agentrun._resume import read_and_plan
 from agentrun.runner import AgentDefinition, AgentRunner, ScriptedProvider, tool
-from agentrun.runner.providers.base import ModelReply, Provider
-from agentrun.stores.memory import MemoryBackend
-from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
+from agentrun.runner._providers.base import ModelReply, Provider
+from agentrun.stores._memory import MemoryBackend
+from agentrun.stores._postgres import EXPECTED_CHECKPOINT_SCHEMA
 from bench.boundaries import TRIPS, counted, stored_bytes
 from bench.checkpoint_write import _opening, _turn, chosen_servers, run_on_servers
 
@@ -191,7 +191,7 @@ class Measured:
     resume_trips: str = ""
     once: tuple[int, int, int] | None = None
     """Ours only: the final transcript written once, as this server keeps it, and zlib -6 of it;
-    and how many of the stored bytes are segment headers (``agentrun.history``)."""
+    and how many of the stored bytes are segment headers (``agentrun._history``)."""
     decode_ms: float | None = None
     """Ours only: of ``resume_ms``, decoding the transcript already in memory (``decoding_ms``)."""
     parse_ms: tuple[float, float] | None = None
@@ -283,10 +283,10 @@ class CountingProvider:
         return await self.inner.complete(model=model, messages=messages, tools=tools)
 
 
-class CountingBoundaries:
-    """The backend's ``BoundaryStore``, counting the bytes each commit hands it."""
+class CountingCommits:
+    """The backend's ``CommitStore``, counting the bytes each commit hands it."""
 
-    def __init__(self, inner: BoundaryStore, turns: Turns) -> None:
+    def __init__(self, inner: CommitStore, turns: Turns) -> None:
         self.inner = inner
         self.turns = turns
 
@@ -315,7 +315,7 @@ def booking_agent(booking: Booking) -> AgentDefinition:
 def our_runner(
     backend: StoreSet, booking: Booking, turns: Turns, *, form: SegmentForm | None
 ) -> AgentRunner:
-    """``on_backend``'s runner with the counting provider and boundary store, writing segments in
+    """``on_backend``'s runner with the counting provider and commit store, writing segments in
     ``form``; None writes no boundary at all (the baseline)."""
     provider: Provider = CountingProvider(booking.replies, turns)
 
@@ -333,9 +333,7 @@ def our_runner(
             else CheckpointPolicy(segment_form=form),
             history=backend.history,
             masker=backend.masker,
-            boundaries=None
-            if backend.boundaries is None
-            else CountingBoundaries(backend.boundaries, turns),
+            commits=None if backend.commits is None else CountingCommits(backend.commits, turns),
         ),
         leases=backend.leases,
         ledger=backend.ledger,
@@ -369,8 +367,8 @@ async def measure_ours(
         turns = await run_ours(backend, booking, run_id, form=form)
         end_to_end = time.perf_counter() - started
         stored, once, zlibbed, _ = await stored_bytes(server, backend, url, run_id, form)
-        assert isinstance(backend.boundaries, RunReader)
-        payload, segments = await backend.boundaries.read_run(TENANT, run_id)
+        assert isinstance(backend.commits, RunReader)
+        payload, segments = await backend.commits.read_run(TENANT, run_id)
         headers = sum(header_length(segment) for segment in segments.values())
         assert payload is not None
         assert backend.history is not None
@@ -389,7 +387,7 @@ async def measure_ours(
         assert isinstance(resumed, StoreSet)
         try:
             checkpointer = Checkpointer(
-                resumed.checkpoints, history=resumed.history, boundaries=resumed.boundaries
+                resumed.checkpoints, history=resumed.history, commits=resumed.commits
             )
             gc.collect()
             with TRIPS.measure() as trips:
@@ -444,7 +442,7 @@ def parsing_ms(run_id: str, payload: bytes, segments: Mapping[str, bytes]) -> tu
     """Of the decoding, what parsing the segments' JSON takes (each already decompressed): into
     plain Python objects (``pydantic_core.from_json``: no models, the least any JSON reader
     pays to hand Python its values) and into the validated messages a resume returns (the
-    ``TypeAdapter`` ``agentrun.history`` validates with); the medians of as many as resumes,
+    ``TypeAdapter`` ``agentrun._history`` validates with); the medians of as many as resumes,
     with the collector off as the kit decodes."""
     handle = decode(payload, run_id=run_id).history_handle
     chain: list[str] = []

@@ -25,10 +25,10 @@ import httpx2
 from pydantic import JsonValue
 from tests.runner.models import Kind, by_the_sdk_method
 
-from agentrun.messages import Message
-from agentrun.runner.connections import MAX_CONNECTIONS, Connections
-from agentrun.runner.providers.anthropic import AnthropicMessagesProvider
-from agentrun.runner.providers.openai import OpenAIChatProvider
+from agentrun._messages import Message
+from agentrun.runner._connections import MAX_CONNECTIONS, Connections
+from agentrun.runner._providers.anthropic import AnthropicMessagesProvider
+from agentrun.runner._providers.openai import OpenAIChatProvider
 from agentrun.testing.model_server import ModelServer, Turn, serving
 
 KEY = "sk-bench-not-a-real-key"

@@ -9,16 +9,16 @@ imports no cluster client and no store driver: ``open_backend`` imports a driver
 that needs it.
 """
 
-from agentrun.backend import Backend, CheckpointStore
-from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
-from agentrun.continuation import (
+from agentrun._backend import Backend, CheckpointStore
+from agentrun._checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
+from agentrun._continuation import (
     DEFAULT_CONTINUATION,
     Continuation,
     ContinuationPolicy,
     continued,
 )
-from agentrun.decisions import ApprovalDecision, decide, resolve
-from agentrun.errors import (
+from agentrun._decisions import ApprovalDecision, decide, resolve
+from agentrun._errors import (
     AgentRunError,
     BudgetExceededError,
     CheckpointEncodingError,
@@ -34,7 +34,7 @@ from agentrun.errors import (
     StaleFenceError,
     StoreUnavailableError,
 )
-from agentrun.frontier import (
+from agentrun._frontier import (
     CHECKPOINT_FORMAT,
     Boundary,
     Checkpoint,
@@ -42,20 +42,20 @@ from agentrun.frontier import (
     PendingCall,
     describe,
 )
-from agentrun.history import HistoryStore, SegmentForm
-from agentrun.idempotency import (
+from agentrun._history import HistoryStore, SegmentForm
+from agentrun._idempotency import (
     Claim,
     ClaimState,
     IdempotencyRecord,
     IdempotencyStore,
     ListedRecord,
 )
-from agentrun.identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
-from agentrun.leases import Leaseholder, LeasePolicy, LeaseStore, RunLease
-from agentrun.ledger import Ledger
-from agentrun.messages import BinaryPart, Message, TextPart, ToolCall, Usage
-from agentrun.redaction import Masker, MaskingFilter, Redactor
-from agentrun.resume import (
+from agentrun._identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
+from agentrun._leases import Leaseholder, LeasePolicy, LeaseStore, RunLease
+from agentrun._ledger import Ledger
+from agentrun._messages import BinaryPart, Message, TextPart, ToolCall, Usage
+from agentrun._redaction import Masker, MaskingFilter, Redactor
+from agentrun._resume import (
     CallDecision,
     CarriedRun,
     ResumePlan,
@@ -77,9 +77,9 @@ from agentrun.runner import (
     ToolError,
     tool,
 )
-from agentrun.runner.registry import RegisteredAgent
+from agentrun.runner._registry import RegisteredAgent
 from agentrun.stores import open_backend
-from agentrun.stores.memory import (
+from agentrun.stores._memory import (
     MemoryBackend,
     MemoryCheckpointStore,
     MemoryHistoryStore,

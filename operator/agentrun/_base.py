@@ -2,7 +2,7 @@
 
 Frozen because a frontier is a record of a moment; a model mutated after it was checkpointed is
 a frontier nobody wrote. Extra fields are forbidden so that a payload from a newer writer is
-never half-read (the format check runs before this, see ``frontier.decode``).
+never half-read (the format check runs before this, see ``_frontier.decode``).
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 
 from agentrun import AgentDefinition, RegisteredAgent
-from agentrun.runner.providers.openai import OpenAIChatProvider
-from agentrun.runner.spec import RequestSettings
+from agentrun.runner._providers.openai import OpenAIChatProvider
+from agentrun.runner._spec import RequestSettings
 
 REMOTE = RegisteredAgent(
     definition=AgentDefinition(name="remote", instructions="Answer.", model="m"),

@@ -17,18 +17,18 @@ from pathlib import Path
 import pytest
 
 from agentrun import Backend
-from agentrun.decisions import approval_request_id
-from agentrun.demo import services
-from agentrun.demo.booking import BOOKING, BOOKING_APPROVED
-from agentrun.frontier import (
+from agentrun._decisions import approval_request_id
+from agentrun._frontier import (
     Boundary,
     Checkpoint,
     PendingApproval,
     PendingCall,
     encode,
 )
-from agentrun.idempotency import marker_key
-from agentrun.messages import Message, ToolCall, Usage
+from agentrun._idempotency import marker_key
+from agentrun._messages import Message, ToolCall, Usage
+from agentrun.demo import services
+from agentrun.demo.booking import BOOKING, BOOKING_APPROVED
 from tests.cli.conftest import Cli
 from tests.runner.wire import endpoint
 from tests.support.cli import COMMAND

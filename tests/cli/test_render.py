@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from agentrun.cli.render import plan_lines
-from agentrun.frontier import Boundary, PendingCall
-from agentrun.messages import ToolCall
-from agentrun.resume import CallDecision, ResumePlan, ToolDisposition
+from agentrun._frontier import Boundary, PendingCall
+from agentrun._messages import ToolCall
+from agentrun._resume import CallDecision, ResumePlan, ToolDisposition
+from agentrun.cli._render import plan_lines
 from tests.support.frontiers import frontier
 
 

@@ -48,7 +48,7 @@ def test_a_daemon_can_be_made_to_require_no_finalizer() -> None:
 
 
 def test_a_timers_handler_says_its_idle() -> None:
-    """``lifecycle.refuse_diff_users`` finds the timers that read the diff base by it."""
+    """``_lifecycle.refuse_diff_users`` finds the timers that read the diff base by it."""
     registry = kopf.OperatorRegistry()
 
     @kopf.timer("agentrun.dev", "v1alpha1", "agents", idle=5, registry=registry)

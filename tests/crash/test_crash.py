@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from agentrun import Checkpointer, open_backend
-from agentrun.decisions import resolve
-from agentrun.messages import Usage
-from agentrun.runner.pricing import DEFAULT_PRICES
+from agentrun._decisions import resolve
+from agentrun._messages import Usage
+from agentrun.runner._pricing import DEFAULT_PRICES
 
 WORKER = Path(__file__).with_name("worker.py")
 KIND = {"charge_card": "charge", "book_flight": "booking", "send_sms": "sms"}

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from agentrun._redaction import Redactor
 from agentrun.demo.declared import MODEL_KEY, TURNS
 from agentrun.demo.declared_crash import scenario
 from agentrun.demo.declared_worker import SECRET_VALUES
-from agentrun.redaction import Redactor
 from agentrun.testing.mcp_server import McpBooks
 from agentrun.testing.mcp_server import serving as mcp_serving
 from agentrun.testing.model_server import ModelServer, serving

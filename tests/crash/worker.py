@@ -31,9 +31,9 @@ from typing import Any
 from pydantic import JsonValue
 
 from agentrun import Checkpointer, open_backend
-from agentrun.backend import StoreSet
-from agentrun.idempotency import derive_key, marker_key
-from agentrun.leases import LeasePolicy
+from agentrun._backend import StoreSet
+from agentrun._idempotency import derive_key, marker_key
+from agentrun._leases import LeasePolicy
 from agentrun.runner import AgentDefinition, AgentRunner, ScriptedProvider, tool
 from agentrun.testing.worker import start_or_resume
 
@@ -152,8 +152,8 @@ class Faults:
             if key == TARGET_KEY:
                 die("after_outcome")
 
-    class Boundaries:
-        """The boundary store the worker commits whole boundaries with, as deployed."""
+    class Commits:
+        """The commit store the worker commits whole boundaries with, as deployed."""
 
         def __init__(self, inner: Any) -> None:
             self.inner = inner
@@ -180,14 +180,14 @@ class Faults:
 async def main() -> int:
     backend = await open_backend(STORE)
     assert isinstance(backend, StoreSet)
-    assert backend.boundaries is not None
+    assert backend.commits is not None
     runner = AgentRunner(
         provider=ScriptedProvider(SCRIPT),
         idempotency=Faults.Idempotency(backend.idempotency),
         checkpoints=Checkpointer(
             backend.checkpoints,
             history=backend.history,
-            boundaries=Faults.Boundaries(backend.boundaries),
+            commits=Faults.Commits(backend.commits),
         ),
         leases=backend.leases,
         ledger=backend.ledger,

@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from agentrun.runner.spec import AgentSpec
+from agentrun.runner._spec import AgentSpec
 from tests.docs.samples import ROOT
 
 PAGE = ROOT / "docs" / "providers.md"

@@ -1,4 +1,4 @@
-"""The tables of outcomes and exit codes in the docs are generated from ``agentrun.outcomes``.
+"""The tables of outcomes and exit codes in the docs are generated from ``agentrun._outcomes``.
 
 Each table stands between two marker lines; this test renders it from the enum and fails if the
 doc says anything else. After changing an outcome, write the tables again with
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.outcomes import Exit, Outcome
+from agentrun._outcomes import Exit, Outcome
 
 DOCS = Path(__file__).parents[2] / "docs"
-BEGIN = "<!-- generated from agentrun.outcomes by `python -m tests.docs.test_outcome_tables` -->"
+BEGIN = "<!-- generated from agentrun._outcomes by `python -m tests.docs.test_outcome_tables` -->"
 END = "<!-- end of generated table -->"
 
 
@@ -67,7 +67,7 @@ def _split(text: str, doc: str) -> tuple[str, str, str]:
 def test_the_table_in_the_doc_is_the_enum(doc: str) -> None:
     _, table, _ = _split((DOCS / doc).read_text(), doc)
     assert table.strip() == TABLES[doc](), (
-        f"docs/{doc} has drifted from agentrun.outcomes: python -m tests.docs.test_outcome_tables"
+        f"docs/{doc} has drifted from agentrun._outcomes: python -m tests.docs.test_outcome_tables"
     )
 
 

@@ -3,7 +3,7 @@ form a reference can be rendered from (Google style), and every CLI argument has
 
 The entry points: ``AgentRunner``, ``Checkpointer``, ``open_backend`` and the store protocols
 (``IdempotencyStore``, ``LeaseStore``, ``CheckpointStore``, ``HistoryStore``, ``Ledger``,
-``BoundaryStore``). For each function, and each public method a class defines (``_``-less name;
+``CommitStore``). For each function, and each public method a class defines (``_``-less name;
 properties and attributes aside), the docstring must have
 
 - an ``Args:`` section naming every parameter of ``inspect.signature`` but ``self``/``cls``, and
@@ -36,7 +36,7 @@ from agentrun import (
     Ledger,
     open_backend,
 )
-from agentrun.boundary import BoundaryStore
+from agentrun._commits import CommitStore
 from agentrun.cli.main import build_parser
 
 CLASSES: tuple[type, ...] = (AgentRunner, Checkpointer)
@@ -46,7 +46,7 @@ PROTOCOLS: tuple[type, ...] = (
     CheckpointStore,
     HistoryStore,
     Ledger,
-    BoundaryStore,
+    CommitStore,
 )
 FUNCTIONS: tuple[Callable[..., Any], ...] = (open_backend,)
 

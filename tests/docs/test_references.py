@@ -29,7 +29,7 @@ a file name is agentrun's code, and must resolve, when
 - its first part is the last part of an agentrun (or ``bench``) module's name (``stores``,
   ``lifecycle``, ``worker``), or is ``spec``/``status``: it must be an attribute of a module whose
   name ends in its leading parts, a field path of one of the CRDs, or a key path of the chart's
-  ``values.yaml`` (``tracing.sampleRatio`` is a Helm value, not ``agentrun.runner.tracing``).
+  ``values.yaml`` (``tracing.sampleRatio`` is a Helm value, not ``agentrun.runner._tracing``).
 
 Not code, whatever its first part: a host or API group (the last part a top-level domain the
 pages use, ``agents.agentrun.dev``, ``cluster.local``), a declaration's path with a placeholder
@@ -74,7 +74,7 @@ NOT_CODE = frozenset({"agentrun.dev", "agentrun.agents", "agentrun.checkpoint"})
 # Class names the pages use that are another project's (none today).
 FOREIGN_CLASSES: frozenset[str] = frozenset()
 # Other projects' names whose first part is also the name of a module of ours: the Anthropic
-# SDK's ``client.messages.create`` (agentrun.messages).
+# SDK's ``client.messages.create`` (agentrun._messages).
 FOREIGN_NAMES = frozenset({"messages.create"})
 # The last part of a host name or an API group.
 DOMAINS = frozenset({"dev", "local", "io", "com", "org", "net"})

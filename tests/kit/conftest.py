@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.stores.memory import MemoryBackend
+from agentrun.stores._memory import MemoryBackend
 from agentrun.testing import ManualClock
 
 

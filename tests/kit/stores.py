@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from agentrun.backend import CheckpointStore
-from agentrun.errors import AgentRunError, StoreUnavailableError
-from agentrun.frontier import Checkpoint, decode
-from agentrun.history import HistoryStore
-from agentrun.idempotency import Claim, IdempotencyRecord, IdempotencyStore, ListedRecord
-from agentrun.leases import LeaseStore, RunLease
+from agentrun._backend import CheckpointStore
+from agentrun._errors import AgentRunError, StoreUnavailableError
+from agentrun._frontier import Checkpoint, decode
+from agentrun._history import HistoryStore
+from agentrun._idempotency import Claim, IdempotencyRecord, IdempotencyStore, ListedRecord
+from agentrun._leases import LeaseStore, RunLease
 
 
 class CountingCheckpointStore:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 import pytest
 from pydantic_core import PydanticSerializationError
 
-from agentrun.checkpointing import (
+from agentrun._checkpointing import (
     COMPACT_AFTER,
     DEFAULT_MAX_BYTES,
     MERGE_AFTER,
@@ -19,13 +19,13 @@ from agentrun.checkpointing import (
     Checkpointer,
     CheckpointPolicy,
 )
-from agentrun.errors import (
+from agentrun._errors import (
     CheckpointEncodingError,
     CheckpointTooLargeError,
     HistoryUnavailableError,
     StaleFenceError,
 )
-from agentrun.frontier import (
+from agentrun._frontier import (
     Boundary,
     Checkpoint,
     decode,
@@ -33,7 +33,7 @@ from agentrun.frontier import (
     encode_message,
     encode_spliced,
 )
-from agentrun.history import (
+from agentrun._history import (
     COMPRESSED,
     SEGMENT,
     ZSTD_SEGMENT,
@@ -44,9 +44,9 @@ from agentrun.history import (
     load_chain,
     previous_of,
 )
-from agentrun.messages import Message
-from agentrun.redaction import Redactor
-from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
+from agentrun._messages import Message
+from agentrun._redaction import Redactor
+from agentrun.stores._memory import MemoryBackend, MemoryHistoryStore
 from tests.kit.secrets_corpus import SECRETS
 from tests.kit.stores import (
     CountingCheckpointStore,
@@ -54,7 +54,7 @@ from tests.kit.stores import (
     RecordingHistoryStore,
     unavailable,
 )
-from tests.support.chain_faults import RecordingBoundaries
+from tests.support.chain_faults import RecordingCommits
 from tests.support.collector import collections_started
 from tests.support.frontiers import (
     APPROVAL,
@@ -356,7 +356,7 @@ async def _written(
 async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
     backend: MemoryBackend, form: SegmentForm
 ) -> None:
-    """With a ``BoundaryStore`` every ``COMPACT_AFTER``-th segment holds everything since the
+    """With a ``CommitStore`` every ``COMPACT_AFTER``-th segment holds everything since the
     last compacted one, and the segments it replaces go in its commit: what is stored stays a
     few segments, every frontier committed resolves to its whole transcript, and a worker that
     takes the run up carries the chain on. In every form, each segment in the form's own."""
@@ -364,7 +364,7 @@ async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
         backend.checkpoints,
         CheckpointPolicy(segment_form=form),
         history=backend.history,
-        boundaries=backend.boundaries,
+        commits=backend.commits,
     )
     boundaries = 3 * COMPACT_AFTER + 5
     messages = await _written(writer, backend, boundaries)
@@ -377,7 +377,7 @@ async def test_one_commit_compacts_the_chain_and_drops_what_it_replaces(
         backend.checkpoints,
         CheckpointPolicy(segment_form=form),
         history=backend.history,
-        boundaries=backend.boundaries,
+        commits=backend.commits,
     )
     resumed = await taken_up.resumable(TENANT, RUN)
     assert resumed is not None
@@ -400,14 +400,10 @@ async def test_a_writer_that_takes_a_run_up_compacts_what_the_former_one_left_un
     takes the run up (a takeover, or a resume after an approval) counts those a former writer
     left as its own: its first compaction replaces them too, rather than keeping them for good
     beside a chain that starts again after them."""
-    former = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-    )
+    former = Checkpointer(backend.checkpoints, history=backend.history, commits=backend.commits)
     left = await _written(former, backend, COMPACT_AFTER + 4)  # one compaction, four after it
     assert len(await backend.history.fetch_all(TENANT, RUN)) == 1 + 4
-    taker = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-    )
+    taker = Checkpointer(backend.checkpoints, history=backend.history, commits=backend.commits)
     assert await taker.resumable(TENANT, RUN) is not None
     await _written(taker, backend, COMPACT_AFTER - 4, after=left)
     assert len(await backend.history.fetch_all(TENANT, RUN)) == 2  # the two compacted ones
@@ -424,9 +420,7 @@ async def test_every_round_of_compactions_ends_in_one_merged_segment(
     drops the compacted ones in between with the transient ones: two rounds and a half leave
     two merged segments, the compactions since and the transient segments after them, one
     chain from the first, and every frontier on the way resolved whole."""
-    writer = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-    )
+    writer = Checkpointer(backend.checkpoints, history=backend.history, commits=backend.commits)
     await _written(writer, backend, 2 * ROUND + 2 * COMPACT_AFTER + 3)
     stored = await backend.history.fetch_all(TENANT, RUN)
     assert len(stored) == 2 + 2 + 3
@@ -441,9 +435,7 @@ async def test_a_round_too_large_to_merge_compacts_and_starts_the_next_round(
     would hold the boundary): the round's last compaction holds only what followed the
     compaction before it, and the next round starts after it, so a round of small messages
     after it merges into one segment."""
-    writer = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-    )
+    writer = Checkpointer(backend.checkpoints, history=backend.history, commits=backend.commits)
     padded = await _written(
         writer, backend, ROUND, padding=lambda _: "x" * (SEGMENT_BYTES // (ROUND - 1) + 1)
     )
@@ -465,9 +457,9 @@ async def test_a_failed_commit_leaves_a_chain_that_resolves(
     lost: the writer keeps its idea of the chain from before it, and every frontier committed
     after must still resolve whole (never name a segment that was not stored, or that a commit
     dropped)."""
-    assert backend.boundaries is not None
-    flaky = RecordingBoundaries(backend.boundaries, {failing: "after" if landed else "before"})
-    writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=flaky)
+    assert backend.commits is not None
+    flaky = RecordingCommits(backend.commits, {failing: "after" if landed else "before"})
+    writer = Checkpointer(backend.checkpoints, history=backend.history, commits=flaky)
     messages: tuple[Message, ...] = ()
     for turn in range(failing + COMPACT_AFTER + 2):
         before, messages = messages, messages + conversation(1, start=turn)
@@ -484,9 +476,9 @@ async def test_the_segment_of_a_commit_whose_reply_was_lost_is_dropped_by_the_ne
     """A commit that landed with its reply lost leaves a segment the writer's next one does not
     follow (a transient one, a compaction, a merge): that next commit drops it, with the
     frontier that named it, so no segment lies beside the chain until the run is forgotten."""
-    assert backend.boundaries is not None
-    lossy = RecordingBoundaries(backend.boundaries, {failing: "after"})
-    writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=lossy)
+    assert backend.commits is not None
+    lossy = RecordingCommits(backend.commits, {failing: "after"})
+    writer = Checkpointer(backend.checkpoints, history=backend.history, commits=lossy)
     messages: tuple[Message, ...] = ()
     for turn in range(failing + 2):
         messages += conversation(1, start=turn)
@@ -507,9 +499,9 @@ async def test_a_failed_commit_retried_with_the_same_messages_keeps_its_segment(
 ) -> None:
     """The same checkpoint written again after a failed commit makes the same segment: the
     retry keeps it rather than drop what it stores."""
-    assert backend.boundaries is not None
-    lossy = RecordingBoundaries(backend.boundaries, {2: "before"})
-    writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=lossy)
+    assert backend.commits is not None
+    lossy = RecordingCommits(backend.commits, {2: "before"})
+    writer = Checkpointer(backend.checkpoints, history=backend.history, commits=lossy)
     first = frontier(messages=conversation(1), iteration=0)
     second = frontier(messages=conversation(2), iteration=1)
     assert await writer.write(first) is not None
@@ -527,9 +519,7 @@ async def test_transient_segments_holding_segment_bytes_are_compacted_early(
     """Large messages (a tool's 100 KB result) compact as soon as the transient segments hold
     ``SEGMENT_BYTES`` of JSON, not at the ``COMPACT_AFTER``-th: no boundary compresses megabytes
     at once, and no megabytes stay stored uncompressed meanwhile."""
-    writer = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-    )
+    writer = Checkpointer(backend.checkpoints, history=backend.history, commits=backend.commits)
     large = SEGMENT_BYTES // 2 + 1
     await _written(writer, backend, 7, padding=lambda _: "x" * large)
     stored = await backend.history.fetch_all(TENANT, RUN)
@@ -545,9 +535,9 @@ async def test_a_merge_whose_reply_was_lost_is_merged_again_whatever_follows(
     the chain it had and compacts again at the next boundary. Even when that boundary brings
     more than ``SEGMENT_BYTES``, it merges again (as the lost one did) rather than start after
     the compacted segment that is gone: every frontier after it still resolves."""
-    assert backend.boundaries is not None
-    lossy = RecordingBoundaries(backend.boundaries, {ROUND: "after"})
-    writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=lossy)
+    assert backend.commits is not None
+    lossy = RecordingCommits(backend.commits, {ROUND: "after"})
+    writer = Checkpointer(backend.checkpoints, history=backend.history, commits=lossy)
     small = await _written(writer, backend, ROUND - 1)
     lost = small + conversation(1, start=ROUND - 1)
     assert await writer.write(frontier(messages=lost, iteration=ROUND - 1)) is None  # it landed
@@ -560,9 +550,9 @@ async def test_the_checkpointer_hands_the_store_the_segment_handle_it_names(
     """The store keys a segment by the handle the commit carries instead of digesting it again:
     at every commit, transient and compacted, it is the segment's digest and what the frontier
     committed with it names."""
-    assert backend.boundaries is not None
-    handed = RecordingBoundaries(backend.boundaries)
-    writer = Checkpointer(backend.checkpoints, history=backend.history, boundaries=handed)
+    assert backend.commits is not None
+    handed = RecordingCommits(backend.commits)
+    writer = Checkpointer(backend.checkpoints, history=backend.history, commits=handed)
     messages: tuple[Message, ...] = ()
     for turn in range(COMPACT_AFTER + 2):
         messages += conversation(1, start=turn)
@@ -785,7 +775,7 @@ async def test_in_the_zlib_json_form_kit_0_1_can_take_the_run_over(
     transcript reads as that release reads it."""
     policy = CheckpointPolicy(segment_form=SegmentForm.ZLIB_JSON)
     writer = Checkpointer(
-        backend.checkpoints, policy, history=backend.history, boundaries=backend.boundaries
+        backend.checkpoints, policy, history=backend.history, commits=backend.commits
     )
     messages: tuple[Message, ...] = ()
     for turn in range(ROUND + 3):  # a merge, and the compactions and segments before it

@@ -5,18 +5,18 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agentrun.checkpointing import Checkpointer
-from agentrun.continuation import (
+from agentrun._checkpointing import Checkpointer
+from agentrun._continuation import (
     DEFAULT_CONTINUATION,
     Authority,
     Continuation,
     ContinuationPolicy,
     continued,
 )
-from agentrun.errors import ConfigurationError
-from agentrun.frontier import Boundary, Checkpoint, PendingApproval
-from agentrun.messages import Usage
-from agentrun.stores.memory import MemoryBackend
+from agentrun._errors import ConfigurationError
+from agentrun._frontier import Boundary, Checkpoint, PendingApproval
+from agentrun._messages import Usage
+from agentrun.stores._memory import MemoryBackend
 from tests.support.frontiers import APPROVAL, RUN, TENANT, conversation, frontier, pending
 
 
@@ -30,21 +30,21 @@ def test_defaults_are_200_steps_and_1_5_mb() -> None:
 
 @pytest.mark.parametrize(("steps", "due"), [(0, False), (199, False), (200, True), (500, True)])
 def test_due_on_max_steps(steps: int, due: bool) -> None:
-    assert DEFAULT_CONTINUATION.due(["step"] * steps) is due
+    assert DEFAULT_CONTINUATION.due(steps) is due
 
 
 @pytest.mark.parametrize(
     ("history_bytes", "due"), [(0, False), (1_499_999, False), (1_500_000, True), (9**9, True)]
 )
 def test_due_on_max_history_bytes(history_bytes: int, due: bool) -> None:
-    assert DEFAULT_CONTINUATION.due([], history_bytes=history_bytes) is due
+    assert DEFAULT_CONTINUATION.due(0, history_bytes=history_bytes) is due
 
 
 def test_a_custom_policy_uses_its_own_limits() -> None:
     policy = ContinuationPolicy(max_steps=3, max_history_bytes=100)
-    assert not policy.due([1, 2], history_bytes=99)
-    assert policy.due([1, 2, 3])
-    assert policy.due([], history_bytes=100)
+    assert not policy.due(2, history_bytes=99)
+    assert policy.due(3)
+    assert policy.due(0, history_bytes=100)
 
 
 def test_limits_must_be_positive() -> None:

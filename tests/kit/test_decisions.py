@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.decisions import resolve
-from agentrun.errors import ConfigurationError
-from agentrun.frontier import Boundary
-from agentrun.stores.memory import MemoryBackend
+from agentrun._decisions import resolve
+from agentrun._errors import ConfigurationError
+from agentrun._frontier import Boundary
+from agentrun.stores._memory import MemoryBackend
 from tests.support.frontiers import frontier, pending
 
 

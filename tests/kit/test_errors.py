@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
-from agentrun import errors
-from agentrun.errors import (
+from agentrun import _errors as errors
+from agentrun._errors import (
     AgentRunError,
     BudgetExceededError,
     CheckpointEncodingError,
@@ -32,7 +32,7 @@ from agentrun.errors import (
     StoreUnavailableError,
     UnreadableRecordError,
 )
-from agentrun.outcomes import Outcome
+from agentrun._outcomes import Outcome
 
 RUN = "run-7f3a"
 

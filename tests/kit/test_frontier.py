@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from agentrun.errors import CheckpointFormatError
-from agentrun.frontier import (
+from agentrun._errors import CheckpointFormatError
+from agentrun._frontier import (
     CHECKPOINT_FORMAT,
     Boundary,
     PendingApproval,
@@ -19,7 +19,7 @@ from agentrun.frontier import (
     describe,
     encode,
 )
-from agentrun.messages import BinaryPart, Message, TextPart, ToolCall, Usage
+from agentrun._messages import BinaryPart, Message, TextPart, ToolCall, Usage
 from tests.support.frontiers import frontier, pending
 
 APPROVAL = PendingApproval(request_id="req-9", call_id="call-1", tool="book_flight")

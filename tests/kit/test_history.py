@@ -9,9 +9,9 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from agentrun.errors import HistoryUnavailableError, StaleFenceError
-from agentrun.frontier import encode_message
-from agentrun.history import (
+from agentrun._errors import HistoryUnavailableError, StaleFenceError
+from agentrun._frontier import encode_message
+from agentrun._history import (
     COMPRESSED,
     CONTEXT_BYTES,
     HANDLE_PREFIX,
@@ -30,8 +30,8 @@ from agentrun.history import (
     read_chain,
     verified,
 )
-from agentrun.messages import Message
-from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
+from agentrun._messages import Message
+from agentrun.stores._memory import MemoryBackend, MemoryHistoryStore
 from tests.support.collector import collections_started
 from tests.support.frontiers import RUN, TENANT, conversation
 

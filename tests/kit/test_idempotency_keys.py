@@ -8,8 +8,8 @@ import math
 import pytest
 from pydantic import JsonValue
 
-from agentrun.errors import ConfigurationError
-from agentrun.idempotency import KEY_PREFIX, MARKER_PREFIX, derive_key, marker_key
+from agentrun._errors import ConfigurationError
+from agentrun._idempotency import KEY_PREFIX, MARKER_PREFIX, derive_key, marker_key
 
 KEYS = ("flight", "passenger", "seat")
 

@@ -64,7 +64,7 @@ def test_every_module_of_the_kit_is_kept_free_of_drivers() -> None:
         for module in layer.replace("|", ":").split(":")
         if module.strip()
         not in ("agentrun.cli", "agentrun.operator", "agentrun.stores", "agentrun._compat")
-    } | {"agentrun.stores.memory", "agentrun.stores.sqlite"}
+    } | {"agentrun.stores._memory", "agentrun.stores._sqlite"}
     assert set(forbidden) == kit
 
 
@@ -103,16 +103,16 @@ def test_a_missing_store_driver_names_the_extra_to_install() -> None:
 def test_the_loop_imports_without_the_agents_extra() -> None:
     """The vendors' SDKs, MCP, httpx2 and jsonschema are the ``agents`` extra: the loop, the
     scripted provider and the registry run without them, and only the modules that use them
-    (``runner.providers.openai`` and the like) need them."""
+    (``runner._providers.openai`` and the like) need them."""
     script = (
         "import sys\n"
         "for name in ('openai', 'anthropic', 'mcp', 'httpx2', 'jsonschema', 'aiohttp'):\n"
         "    sys.modules[name] = None\n"
-        "import agentrun.runner, agentrun.runner.loop, agentrun.runner.registry\n"
-        "import agentrun.runner.spec, agentrun.runner.secrets, agentrun.runner.tracing\n"
+        "import agentrun.runner, agentrun.runner._loop, agentrun.runner._registry\n"
+        "import agentrun.runner._spec, agentrun.runner._secrets, agentrun.runner._tracing\n"
         "import agentrun.demo.booking, agentrun.cli.main\n"
         "try:\n"
-        "    import agentrun.runner.providers.openai\n"
+        "    import agentrun.runner._providers.openai\n"
         "except ImportError:\n"
         "    print('ok')\n"
     )
@@ -143,12 +143,12 @@ def test_every_module_of_the_runner_and_the_operator_is_in_a_nested_layer() -> N
 
 
 def test_the_http_stack_needs_no_httpx_aiohttp() -> None:
-    """The shared pool's transport is the runner's own (``runner.connections``): nothing of
+    """The shared pool's transport is the runner's own (``runner._connections``): nothing of
     ``httpx-aiohttp`` is used, so it is not a dependency."""
     done = _python(
         "import sys\n"
         "sys.modules['httpx_aiohttp'] = None\n"
-        "from agentrun.runner.connections import Connections\n"
+        "from agentrun.runner._connections import Connections\n"
         "print(type(Connections().client()).__name__)\n"
     )
     assert done.returncode == 0, done.stderr

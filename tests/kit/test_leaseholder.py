@@ -14,9 +14,9 @@ from collections.abc import Callable
 import pytest
 from pydantic import ValidationError
 
-from agentrun.errors import RunLeaseError, StaleFenceError
-from agentrun.leases import Leaseholder, LeasePolicy, RunLease, default_holder
-from agentrun.stores.memory import MemoryBackend, MemoryLeaseStore
+from agentrun._errors import RunLeaseError, StaleFenceError
+from agentrun._leases import Leaseholder, LeasePolicy, RunLease, default_holder
+from agentrun.stores._memory import MemoryBackend, MemoryLeaseStore
 from agentrun.testing import ManualClock
 from tests.kit.stores import HeldRenewals, Renewals, unavailable
 from tests.support.frontiers import RUN, TENANT

@@ -15,19 +15,19 @@ from datetime import UTC, datetime
 import pytest
 
 import agentrun
-from agentrun.errors import (
+from agentrun._errors import (
     AgentRunError,
     CheckpointTooLargeError,
     StaleFenceError,
     StoreError,
     StoreUnavailableError,
 )
-from agentrun.messages import Usage
-from agentrun.operator.resource import Condition
-from agentrun.outcomes import CONDITION_TYPES, SUCCEEDED, Exit, Outcome
-from agentrun.runner.providers.base import ProviderError
-from agentrun.runner.results import RunResult, RunStatus
-from agentrun.runner.tools import ToolArgumentsError, ToolError
+from agentrun._messages import Usage
+from agentrun._outcomes import CONDITION_TYPES, SUCCEEDED, Exit, Outcome
+from agentrun.operator._resource import Condition
+from agentrun.runner._providers.base import ProviderError
+from agentrun.runner._results import RunResult, RunStatus
+from agentrun.runner._tools import ToolArgumentsError, ToolError
 
 STABLE_REASONS = {
     Outcome.COMPLETED: ("True", "Completed"),

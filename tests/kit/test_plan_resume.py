@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.errors import IndeterminateToolCallError, ResumeConflictError
-from agentrun.frontier import PendingCall
-from agentrun.idempotency import ClaimState, marker_key
-from agentrun.resume import (
+from agentrun._errors import IndeterminateToolCallError, ResumeConflictError
+from agentrun._frontier import PendingCall
+from agentrun._idempotency import ClaimState, marker_key
+from agentrun._resume import (
     RESUME_CLAIM_KEY,
     RESUME_CLAIM_TTL,
     ToolDisposition,
@@ -21,7 +21,7 @@ from agentrun.resume import (
     release_resume,
     tracking_key,
 )
-from agentrun.stores.memory import MemoryBackend
+from agentrun.stores._memory import MemoryBackend
 from agentrun.testing import ManualClock
 from tests.kit.stores import CallLog
 from tests.support.frontiers import RUN, TENANT, frontier, pending

@@ -41,8 +41,8 @@ def test_plumbing_is_not_a_public_name(name: str) -> None:
 
 def test_the_runner_and_the_backend_come_from_the_package() -> None:
     from agentrun import AgentRunner, Backend, open_backend
-    from agentrun.backend import Backend as ContractBackend
-    from agentrun.runner.loop import AgentRunner as LoopRunner
+    from agentrun._backend import Backend as ContractBackend
+    from agentrun.runner._loop import AgentRunner as LoopRunner
     from agentrun.stores import open_backend as opener
 
     assert (AgentRunner, Backend, open_backend) == (LoopRunner, ContractBackend, opener)

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from agentrun.checkpointing import Checkpointer
-from agentrun.errors import ConfigurationError
-from agentrun.frontier import Boundary, Checkpoint, decode
-from agentrun.history import decode_segment
-from agentrun.messages import BinaryPart, Message, TextPart, ToolCall
-from agentrun.redaction import MASK, Masker, Redactor, Rule
-from agentrun.resume import plan_resume
-from agentrun.stores.memory import MemoryBackend
+from agentrun._checkpointing import Checkpointer
+from agentrun._errors import ConfigurationError
+from agentrun._frontier import Boundary, Checkpoint, decode
+from agentrun._history import decode_segment
+from agentrun._messages import BinaryPart, Message, TextPart, ToolCall
+from agentrun._redaction import MASK, Masker, Redactor, Rule
+from agentrun._resume import plan_resume
+from agentrun.stores._memory import MemoryBackend
 from tests.kit.secrets_corpus import BENIGN, SECRETS, Secret
 from tests.support.frontiers import RUN, TENANT, frontier, pending
 

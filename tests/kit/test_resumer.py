@@ -7,18 +7,18 @@ import json
 
 import pytest
 
-from agentrun.checkpointing import Checkpointer
-from agentrun.errors import (
+from agentrun._checkpointing import Checkpointer
+from agentrun._errors import (
     CheckpointFormatError,
     HistoryUnavailableError,
     NothingCheckpointedError,
     RunLeaseError,
 )
-from agentrun.frontier import CHECKPOINT_FORMAT, encode
-from agentrun.idempotency import marker_key
-from agentrun.leases import LeasePolicy
-from agentrun.resume import Resumer, plan_resume
-from agentrun.stores.memory import MemoryBackend
+from agentrun._frontier import CHECKPOINT_FORMAT, encode
+from agentrun._idempotency import marker_key
+from agentrun._leases import LeasePolicy
+from agentrun._resume import Resumer, plan_resume
+from agentrun.stores._memory import MemoryBackend
 from tests.kit.stores import CountingCheckpointStore
 from tests.support.frontiers import RUN, TENANT, conversation, frontier, pending
 

@@ -1,4 +1,4 @@
-"""What a store gets from the store core for free, whoever wrote it (``agentrun.storecore``).
+"""What a store gets from the store core for free, whoever wrote it (``agentrun._storecore``).
 
 A third-party store handed to a ``StoreSet`` is never called with an id, a key or a TTL that
 some store cannot keep: the checked layer refuses it first, with the ``ConfigurationError`` every
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.backend import StoreSet
-from agentrun.boundary import RunReader
-from agentrun.errors import ConfigurationError
-from agentrun.history import SegmentLister
-from agentrun.idempotency import MaskedOutcomes, RunAndRecordsReader
-from agentrun.identifiers import MAX_KEY_BYTES
-from agentrun.storecore.checked import CheckedHistory, CheckedIdempotency
-from agentrun.stores.memory import MemoryBackend, MemoryHistoryStore
+from agentrun._backend import StoreSet
+from agentrun._commits import RunReader
+from agentrun._errors import ConfigurationError
+from agentrun._history import SegmentLister
+from agentrun._idempotency import MaskedOutcomes, RunAndRecordsReader
+from agentrun._identifiers import MAX_KEY_BYTES
+from agentrun._storecore.checked import CheckedHistory, CheckedIdempotency
+from agentrun.stores._memory import MemoryBackend, MemoryHistoryStore
 from agentrun.testing._base import refuses_unusable_ids
 from tests.kit.stores import CountingCheckpointStore, RecordingHistoryStore
 
@@ -62,8 +62,8 @@ async def test_keys_and_ttls_are_refused_before_any_store_is_asked() -> None:
 def test_capabilities_stay_visible_through_the_checks() -> None:
     backend = MemoryBackend()
     assert isinstance(backend.history, SegmentLister)
-    assert isinstance(backend.boundaries, RunReader)
-    assert not isinstance(backend.boundaries, RunAndRecordsReader)  # the memory one reads none
+    assert isinstance(backend.commits, RunReader)
+    assert not isinstance(backend.commits, RunAndRecordsReader)  # the memory one reads none
 
     plain = StoreSet(
         checkpoints=backend.checkpoints,

@@ -19,7 +19,7 @@ import urllib.request
 from pydantic import JsonValue
 
 from agentrun.runner import AgentDefinition, ScriptedProvider, Tool, tool
-from agentrun.runner.registry import RegisteredAgent
+from agentrun.runner._registry import RegisteredAgent
 
 
 def _effect(kind: str, detail: str) -> None:

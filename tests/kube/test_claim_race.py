@@ -19,9 +19,9 @@ from tests.support.counting_api import CountingApi
 from tests.support.kube import Kube
 from tests.support.workers import lone_worker
 
-from agentrun.operator.claims import claim, claim_patch
-from agentrun.operator.config import DEFAULT_CONTROLLER
-from agentrun.operator.news import News
+from agentrun.operator._claims import claim, claim_patch
+from agentrun.operator._config import DEFAULT_CONTROLLER
+from agentrun.operator._news import News
 from agentrun.stores import open_backend
 
 POLL = 0.5

@@ -17,13 +17,13 @@ import yaml
 from pydantic import BaseModel
 from tests.support.kube import REPO, Kube
 
-from agentrun.operator.agent_resource import (
+from agentrun.operator._agent_resource import (
     AGENT_KIND,
     AGENT_PLURAL,
     AgentResourceSpec,
     AgentStatus,
 )
-from agentrun.operator.resource import GROUP, VERSION
+from agentrun.operator._resource import GROUP, VERSION
 
 Schema = dict[str, Any]
 CRD = REPO / "crds" / "agents.agentrun.dev.yaml"

@@ -16,8 +16,8 @@ from kubernetes.config import new_client_from_config
 from tests.support.agentruns import apply_run
 from tests.support.kube import Kube
 
-from agentrun.operator.kubeapi import KubeApi
-from agentrun.operator.metrics import Metrics
+from agentrun.operator._kubeapi import KubeApi
+from agentrun.operator._metrics import Metrics
 
 BLOCKED_FOR = 3.0
 

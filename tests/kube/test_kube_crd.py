@@ -17,7 +17,7 @@ import pytest
 import yaml
 from tests.support.kube import REPO, Kube
 
-from agentrun.operator.resource import API_VERSION, KIND, AgentRunSpec, AgentRunStatus
+from agentrun.operator._resource import API_VERSION, KIND, AgentRunSpec, AgentRunStatus
 
 EXAMPLES = sorted(
     path

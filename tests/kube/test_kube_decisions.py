@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from tests.support.kube import REPO, Kube
 
-from agentrun.operator.resource import API_VERSION, KIND
+from agentrun.operator._resource import API_VERSION, KIND
 
 Manifest = dict[str, Any]
 APPROVER = ("agentrun-edit", "agentrun-approve")

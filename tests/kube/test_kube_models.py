@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from tests.support.kube import REPO
 
-from agentrun.operator.resource import (
+from agentrun.operator._resource import (
     GROUP,
     KIND,
     PLURAL,

@@ -20,9 +20,9 @@ from tests.support.agent_manifests import openai_agent
 from tests.support.kube import ControlPlane, Kube
 from tests.support.operator import Operators, wait_for
 
-from agentrun.operator.kube_secrets import KubeSecrets, SecretCache
-from agentrun.operator.kubeapi import KubeApi
-from agentrun.runner.secrets import SecretKeyRef
+from agentrun.operator._kube_secrets import KubeSecrets, SecretCache
+from agentrun.operator._kubeapi import KubeApi
+from agentrun.runner._secrets import SecretKeyRef
 from agentrun.testing.model_server import ModelServer, Turn, serving
 
 MAX_AGE = 3.0

@@ -31,7 +31,7 @@ from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer
 
 from agentrun import Checkpointer, open_backend
-from agentrun.history import load_transcript
+from agentrun._history import load_transcript
 
 
 def test_a_run_succeeds_and_tells_kubectl(kube: Kube, operators: Operators, effects: Path) -> None:
@@ -228,10 +228,10 @@ def test_a_superseded_replicas_status_write_is_rejected_by_the_api_server(
 ) -> None:
     from kubernetes.config import new_client_from_config
 
-    from agentrun.operator.kubeapi import KubeApi
-    from agentrun.operator.resource import AgentRunStatus
-    from agentrun.operator.status import StatusWriter, Superseded
-    from agentrun.redaction import Masker
+    from agentrun._redaction import Masker
+    from agentrun.operator._kubeapi import KubeApi
+    from agentrun.operator._resource import AgentRunStatus
+    from agentrun.operator._status import StatusWriter, Superseded
 
     apply_run(kube, "fenced", "slowbook")
     wait_for(

@@ -24,8 +24,8 @@ from tests.support.kube import Kube
 from tests.support.operator import Replica, operator_pool, wait_for
 from tests.support.redis_server import RedisServer
 
-from agentrun.operator.config import DEFAULT_CONTROLLER
-from agentrun.operator.context import FINALIZER
+from agentrun.operator._config import DEFAULT_CONTROLLER
+from agentrun.operator._context import FINALIZER
 
 ACCOUNT = "half-blind"
 FAULT = "stopped on an error trying again cannot mend"

@@ -32,7 +32,7 @@ from tests.support.operator import Operators, Replica, wait_for
 from tests.support.redis_server import RedisServer, redis_server
 
 from agentrun import open_backend
-from agentrun.operator.config import DEFAULT_CONTROLLER
+from agentrun.operator._config import DEFAULT_CONTROLLER
 
 
 def _stored(redis_url: str, tenant: str, uid: str) -> bytes | None:

@@ -16,11 +16,11 @@ from tests.support.agentruns import create_run
 from tests.support.counting_api import CountingApi
 from tests.support.kube import Kube
 
-from agentrun.operator import conditions as c
-from agentrun.operator.resource import AgentRunStatus
-from agentrun.operator.status import PROGRESS_EVERY, StatusWriter, Superseded
-from agentrun.outcomes import CHECKPOINTED, SUCCEEDED
-from agentrun.redaction import Masker
+from agentrun._outcomes import CHECKPOINTED, SUCCEEDED
+from agentrun._redaction import Masker
+from agentrun.operator import _conditions as c
+from agentrun.operator._resource import AgentRunStatus
+from agentrun.operator._status import PROGRESS_EVERY, StatusWriter, Superseded
 
 
 def _status(kube: Kube, name: str) -> tuple[int, dict[str, Any]]:

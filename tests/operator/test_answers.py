@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from agentrun.operator.answers import waiting_on_people
-from agentrun.operator.resource import AgentRunSpec
+from agentrun.operator._answers import waiting_on_people
+from agentrun.operator._resource import AgentRunSpec
 
 PENDING = {"pendingApproval": {"requestId": "apr-1", "callId": "c1", "tool": "pay"}}
 UNDECIDED = {"indeterminateCalls": [{"callId": "c2", "tool": "sms"}]}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.errors import ConfigurationError
-from agentrun.operator.claims import claim_patch, ours
-from agentrun.operator.config import DEFAULT_CONTROLLER, OperatorConfig
-from agentrun.operator.lifecycle import daemon_finalizer
+from agentrun._errors import ConfigurationError
+from agentrun.operator._claims import claim_patch, ours
+from agentrun.operator._config import DEFAULT_CONTROLLER, OperatorConfig
+from agentrun.operator._lifecycle import daemon_finalizer
 
 MINE = "example.com/mine"
 

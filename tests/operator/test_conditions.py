@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from agentrun.operator.conditions import initial_conditions, is_terminal, set_condition
-from agentrun.outcomes import SUCCEEDED
+from agentrun._outcomes import SUCCEEDED
+from agentrun.operator._conditions import initial_conditions, is_terminal, set_condition
 
 T0 = datetime(2026, 11, 27, 17, 0, tzinfo=UTC)
 

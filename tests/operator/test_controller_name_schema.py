@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentrun.operator.resource import CONTROLLER_PATTERN
+from agentrun.operator._resource import CONTROLLER_PATTERN
 
 SCHEMA = Path(__file__).resolve().parents[2] / "charts/agentrun-operator/values.schema.json"
 

@@ -1,4 +1,4 @@
-"""kopf keeps no finalizer of its own on runs or Agents (``main.keep_no_kopf_finalizer``): one
+"""kopf keeps no finalizer of its own on runs or Agents (``_main.keep_no_kopf_finalizer``): one
 left by an uninstalled operator would block their deletion for good."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import kopf
 
 from agentrun._compat.kopf import spawning_handlers
-from agentrun.operator import main
+from agentrun.operator import _main as main
 
 
 def _requires_finalizer(fn: object) -> bool | None:

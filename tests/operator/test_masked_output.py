@@ -15,9 +15,9 @@ import kopf
 import pytest
 from kopf._core.engines import posting
 
-from agentrun.operator.events import notice
-from agentrun.operator.lifecycle import LogMasking
-from agentrun.redaction import Masker
+from agentrun._redaction import Masker
+from agentrun.operator._events import notice
+from agentrun.operator._lifecycle import LogMasking
 
 SECRET = "booking-4242"
 MASKER = Masker.build(["booking-[0-9]+"])
@@ -73,9 +73,9 @@ def handler_on(logger: logging.Logger) -> Iterator[io.StringIO]:
 @pytest.mark.parametrize(
     ("name", "where"),
     [
-        ("agentrun.runner.dispatch", "agentrun"),  # the kit's: a tool's output quoted
+        ("agentrun.runner._dispatch", "agentrun"),  # the kit's: a tool's output quoted
         ("kopf.objects", "kopf"),  # a run's lines, which kopf also posts as events
-        ("agentrun.leases", ""),  # the root's, as kopf's own logging set-up adds them
+        ("agentrun._leases", ""),  # the root's, as kopf's own logging set-up adds them
     ],
 )
 def test_a_handler_added_after_start_up_writes_masked_lines(name: str, where: str) -> None:

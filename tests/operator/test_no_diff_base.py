@@ -1,10 +1,10 @@
 """kopf's diff base kept empty: no event of a run costs building it, and nothing that needs it
 can be registered unnoticed.
 
-``lifecycle.NoDiffBase`` spares a replica the essence kopf builds at every watch event of every
+``_lifecycle.NoDiffBase`` spares a replica the essence kopf builds at every watch event of every
 object (a copy of the spec, labels and annotations, compared with the last one): only kopf's
 on-create/update/delete handlers and the ``idle`` of daemons and timers read it, and the operator
-registers none (``lifecycle.refuse_diff_users``).
+registers none (``_lifecycle.refuse_diff_users``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, cast
 import kopf
 import pytest
 
-import agentrun.operator.main  # noqa: F401  (registers the operator's handlers)
-from agentrun.operator.lifecycle import NoDiffBase, refuse_diff_users
+import agentrun.operator._main  # noqa: F401  (registers the operator's handlers)
+from agentrun.operator._lifecycle import NoDiffBase, refuse_diff_users
 
 RUN: dict[str, Any] = {
     "apiVersion": "agentrun.dev/v1alpha1",

@@ -7,7 +7,7 @@ import time
 import uuid
 from collections import Counter
 
-from agentrun.operator.peers import Peers
+from agentrun.operator._peers import Peers
 
 
 def _knowing(me: str, *others: str, memory: float = 60.0) -> Peers:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.checkpointing import CheckpointPolicy
-from agentrun.frontier import Boundary
-from agentrun.history import SegmentForm
-from agentrun.operator.config import OperatorConfig
-from agentrun.operator.policies import checkpoint_policy, lease_policy
-from agentrun.operator.resource import AgentRunSpec
+from agentrun._checkpointing import CheckpointPolicy
+from agentrun._frontier import Boundary
+from agentrun._history import SegmentForm
+from agentrun.operator._config import OperatorConfig
+from agentrun.operator._policies import checkpoint_policy, lease_policy
+from agentrun.operator._resource import AgentRunSpec
 
 CONFIG = OperatorConfig(store_url="memory://", worker_id="w", lease_ttl=60, lease_renew_within=20)
 

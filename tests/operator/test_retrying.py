@@ -1,4 +1,4 @@
-"""What the operator's loops try again, and how their waits grow (``operator.retrying``)."""
+"""What the operator's loops try again, and how their waits grow (``operator._retrying``)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError, ProtocolError
 
-from agentrun.errors import StoreRefusedError, StoreUnavailableError
-from agentrun.operator.kubeapi import Rejected
-from agentrun.operator.retrying import Backoff, described, recoverable
+from agentrun._errors import StoreRefusedError, StoreUnavailableError
+from agentrun.operator._kubeapi import Rejected
+from agentrun.operator._retrying import Backoff, described, recoverable
 
 
 @pytest.mark.parametrize(

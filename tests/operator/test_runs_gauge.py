@@ -7,7 +7,7 @@ stay what a recount would say.
 
 from __future__ import annotations
 
-from agentrun.operator.metrics import Metrics
+from agentrun.operator._metrics import Metrics
 
 
 def _gauge(metrics: Metrics) -> dict[str, float]:

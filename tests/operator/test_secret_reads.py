@@ -18,9 +18,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from agentrun.operator.kube_secrets import KubeSecrets, SecretCache
-from agentrun.operator.kubeapi import KubeApi
-from agentrun.runner.secrets import SecretKeyRef, SecretUnavailableError
+from agentrun.operator._kube_secrets import KubeSecrets, SecretCache
+from agentrun.operator._kubeapi import KubeApi
+from agentrun.runner._secrets import SecretKeyRef, SecretUnavailableError
 from tests.support.ports import LOOPBACK, free_port
 
 FORBIDDEN = (

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agentrun.errors import ConfigurationError
-from agentrun.history import SegmentForm
-from agentrun.operator.config import OperatorConfig
+from agentrun._errors import ConfigurationError
+from agentrun._history import SegmentForm
+from agentrun.operator._config import OperatorConfig
 
 
 def test_the_pool_is_32_threads_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""A stop signal that comes before kopf listens is remembered, not lost (``operator.stopping``).
+"""A stop signal that comes before kopf listens is remembered, not lost (``operator._stopping``).
 
 Each case is a Python process of its own that sends itself the signal, as the kubelet or a
 terminal would, at once after ``listen``: the defaults would end it (SIGTERM) or raise
@@ -15,7 +15,7 @@ import pytest
 
 PROGRAM = """
 import os, signal
-from agentrun.operator import stopping
+from agentrun.operator import _stopping as stopping
 assert stopping.heard() is None
 stopping.listen()
 os.kill(os.getpid(), signal.{name})

@@ -21,11 +21,11 @@ import pytest
 from kubernetes import client
 
 from agentrun import open_backend
-from agentrun.backend import Backend
-from agentrun.leases import RunLease
-from agentrun.operator.kubeapi import KubeApi
-from agentrun.operator.news import News
-from agentrun.operator.worker import RunWorker
+from agentrun._backend import Backend
+from agentrun._leases import RunLease
+from agentrun.operator._kubeapi import KubeApi
+from agentrun.operator._news import News
+from agentrun.operator._worker import RunWorker
 from tests.support.workers import lone_worker
 
 TENANT, RUN_ID = "team-a", "8b4c"

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from agentrun import Backend
-from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA, open_backend
+from agentrun.stores._postgres import EXPECTED_CHECKPOINT_SCHEMA, open_backend
 from tests.support.postgres_server import PostgresServer, postgres_server
 
 

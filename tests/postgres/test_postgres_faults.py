@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
-from agentrun.checkpointing import Checkpointer
-from agentrun.errors import StoreUnavailableError
-from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA, open_backend
+from agentrun._checkpointing import Checkpointer
+from agentrun._errors import StoreUnavailableError
+from agentrun.stores._postgres import EXPECTED_CHECKPOINT_SCHEMA, open_backend
 from tests.support.frontiers import frontier
 from tests.support.postgres_server import PostgresServer, postgres_server
 

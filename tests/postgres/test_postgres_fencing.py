@@ -8,14 +8,14 @@ import asyncpg
 import pytest
 
 from agentrun import Backend
-from agentrun.checkpointing import Checkpointer
-from agentrun.errors import (
+from agentrun._checkpointing import Checkpointer
+from agentrun._errors import (
     BudgetExceededError,
     CheckpointFormatError,
     RunLeaseError,
     StaleFenceError,
 )
-from agentrun.messages import Message
+from agentrun._messages import Message
 from tests.support.frontiers import frontier
 
 

@@ -11,12 +11,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from agentrun.backend import StoreSet
-from agentrun.errors import StoreRefusedError, StoreUnavailableError
-from agentrun.storecore.checked import CheckedCheckpoints
-from agentrun.stores.postgres import PostgresCheckpointStore, open_backend
-from agentrun.stores.postgres._lane import Lane, _closed
-from agentrun.stores.postgres._shared import Database, create_pool
+from agentrun._backend import StoreSet
+from agentrun._errors import StoreRefusedError, StoreUnavailableError
+from agentrun._storecore.checked import CheckedCheckpoints
+from agentrun.stores._postgres import PostgresCheckpointStore, open_backend
+from agentrun.stores._postgres._lane import Lane, _closed
+from agentrun.stores._postgres._shared import Database, create_pool
 
 
 def _database(backend: StoreSet) -> Database:

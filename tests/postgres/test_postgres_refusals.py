@@ -12,8 +12,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from agentrun import open_backend
-from agentrun.errors import StoreRefusedError
-from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
+from agentrun._errors import StoreRefusedError
+from agentrun.stores._postgres import EXPECTED_CHECKPOINT_SCHEMA
 from tests.support.postgres_server import PostgresServer
 
 

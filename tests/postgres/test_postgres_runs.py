@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 
 from agentrun import Backend
-from agentrun.stores.postgres import PostgresTables
+from agentrun.stores._postgres import PostgresTables
 from tests.support.run_scenarios import RunScenarios
 
 

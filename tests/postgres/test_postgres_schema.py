@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 
 from agentrun import Backend
-from agentrun.errors import ConfigurationError
-from agentrun.stores.postgres import (
+from agentrun._errors import ConfigurationError
+from agentrun.stores._postgres import (
     EXPECTED_CHECKPOINT_SCHEMA,
     SCHEMA_VERSION,
     PostgresTables,

@@ -14,8 +14,8 @@ import random
 
 import pytest
 
-from agentrun.messages import Message, TextPart, ToolCall
-from agentrun.redaction import MASK, Redactor, _Literals
+from agentrun._messages import Message, TextPart, ToolCall
+from agentrun._redaction import MASK, Redactor, _Literals
 
 BUILTIN = Redactor.build()
 LITERALS = tuple(sorted({literal for rule in BUILTIN.rules for literal in rule.literals}))

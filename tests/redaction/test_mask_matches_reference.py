@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from agentrun.redaction import MASK, Redactor, Rule
+from agentrun._redaction import MASK, Redactor, Rule
 from tests.kit.secrets_corpus import BENIGN, SECRETS
 
 BUILTIN = Redactor.build()

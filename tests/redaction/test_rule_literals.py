@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from agentrun.redaction import BUILTIN_PATTERNS, Redactor, Rule, fold
+from agentrun._redaction import BUILTIN_PATTERNS, Redactor, Rule, fold
 from tests.kit.secrets_corpus import BENIGN, SECRETS
 
 TEXTS = tuple(

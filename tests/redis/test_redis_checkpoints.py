@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from agentrun import Backend
-from agentrun.errors import StaleFenceError, StoreRefusedError
-from agentrun.stores.redis._shared import RunKeys
+from agentrun._errors import StaleFenceError, StoreRefusedError
+from agentrun.stores._redis._shared import RunKeys
 from tests.support.redis_server import RedisServer
 
 LARGE = b"L" * (256 * 1024)

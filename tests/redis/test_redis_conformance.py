@@ -10,9 +10,9 @@ import pytest
 from redis.typing import EncodableT, FieldT
 
 from agentrun import Backend, testing
-from agentrun.storecore.checked import CheckedLedger
-from agentrun.stores.redis import DEFAULT_PREFIX, RedisLedger
-from agentrun.stores.redis._shared import RunKeys
+from agentrun._storecore.checked import CheckedLedger
+from agentrun.stores._redis import DEFAULT_PREFIX, RedisLedger
+from agentrun.stores._redis._shared import RunKeys
 
 
 class TestRedisCheckpoints(testing.CheckpointStoreConformance): ...
@@ -27,7 +27,7 @@ class TestRedisIdempotency(testing.IdempotencyStoreConformance): ...
 class TestRedisHistory(testing.HistoryStoreConformance): ...
 
 
-class TestRedisBoundaries(testing.BoundaryStoreConformance): ...
+class TestRedisCommits(testing.CommitStoreConformance): ...
 
 
 class TestRedisRunReader(testing.RunReaderConformance): ...

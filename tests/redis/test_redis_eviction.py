@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentrun import open_backend
-from agentrun.errors import ConfigurationError
+from agentrun._errors import ConfigurationError
 from tests.support.redis_server import RedisClusterServers, RedisServer, redis_server
 
 EVICTING = ("allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "volatile-ttl")

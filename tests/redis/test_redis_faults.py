@@ -15,16 +15,16 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from agentrun import Backend, open_backend
-from agentrun.checkpointing import Checkpointer
-from agentrun.errors import (
+from agentrun._checkpointing import Checkpointer
+from agentrun._errors import (
     AgentRunError,
     CheckpointTooLargeError,
     StoreUnavailableError,
     UnreadableRecordError,
 )
-from agentrun.leases import RunLease
-from agentrun.stores.redis import SOCKET_TIMEOUT_S
-from agentrun.stores.redis._shared import RunKeys
+from agentrun._leases import RunLease
+from agentrun.stores._redis import SOCKET_TIMEOUT_S
+from agentrun.stores._redis._shared import RunKeys
 from tests.support.frontiers import frontier
 from tests.support.redis_server import RedisServer
 

@@ -10,8 +10,8 @@ import pytest
 from redis.asyncio import Redis
 
 from agentrun import Backend
-from agentrun.errors import RunLeaseError, StaleFenceError
-from agentrun.stores.redis._shared import RunKeys
+from agentrun._errors import RunLeaseError, StaleFenceError
+from agentrun.stores._redis._shared import RunKeys
 from tests.support.redis_server import RedisServer
 
 

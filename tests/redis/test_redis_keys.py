@@ -11,9 +11,9 @@ from redis.asyncio import Redis
 from redis.crc import key_slot
 
 from agentrun import Backend, open_backend
-from agentrun.errors import ConfigurationError
-from agentrun.stores.redis import RedisLedger
-from agentrun.stores.redis._shared import RunKeys
+from agentrun._errors import ConfigurationError
+from agentrun.stores._redis import RedisLedger
+from agentrun.stores._redis._shared import RunKeys
 from agentrun.testing import HOSTILE_IDS
 from tests.support.redis_server import RedisClusterServers, RedisServer
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from agentrun import Backend, open_backend
-from agentrun.errors import StoreRefusedError
-from agentrun.stores.redis._shared import DEFAULT_PREFIX, RunKeys
+from agentrun._errors import StoreRefusedError
+from agentrun.stores._redis._shared import DEFAULT_PREFIX, RunKeys
 from tests.support.ports import LOOPBACK
 from tests.support.redis_server import RedisServer
 

@@ -9,9 +9,9 @@ from typing import cast
 import pytest
 
 from agentrun import Backend
-from agentrun.storecore.checked import CheckedCheckpoints
-from agentrun.stores.redis import DEFAULT_PREFIX, RedisCheckpointStore
-from agentrun.stores.redis._shared import RunKeys
+from agentrun._storecore.checked import CheckedCheckpoints
+from agentrun.stores._redis import DEFAULT_PREFIX, RedisCheckpointStore
+from agentrun.stores._redis._shared import RunKeys
 from tests.support.run_scenarios import RunScenarios
 
 

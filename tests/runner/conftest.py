@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentrun import Backend, open_backend
-from agentrun.stores.memory import MemoryBackend
+from agentrun.stores._memory import MemoryBackend
 from agentrun.testing.mcp_server import McpBooks
 from agentrun.testing.mcp_server import serving as mcp_serving
 from tests.runner.models import Kind

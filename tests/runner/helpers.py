@@ -17,20 +17,20 @@ from opentelemetry.trace import Tracer
 from pydantic import JsonValue
 
 from agentrun import Backend
-from agentrun.backend import StoreSet
-from agentrun.checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
-from agentrun.continuation import ContinuationPolicy
-from agentrun.frontier import Boundary, Checkpoint
-from agentrun.leases import MONOTONIC, Clock, LeasePolicy
-from agentrun.messages import Message
-from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.loop import AgentRunner
-from agentrun.runner.pricing import DEFAULT_PRICES, PriceTable
-from agentrun.runner.providers.base import ModelReply, Provider
-from agentrun.runner.providers.scripted import ScriptedProvider
-from agentrun.runner.secrets import SecretKeyRef
-from agentrun.runner.tools import Tool
-from agentrun.stores.memory import MemoryLeaseStore
+from agentrun._backend import StoreSet
+from agentrun._checkpointing import Checkpointer, CheckpointPolicy, WriteReceipt
+from agentrun._continuation import ContinuationPolicy
+from agentrun._frontier import Boundary, Checkpoint
+from agentrun._leases import MONOTONIC, Clock, LeasePolicy
+from agentrun._messages import Message
+from agentrun.runner._agents import AgentDefinition
+from agentrun.runner._loop import AgentRunner
+from agentrun.runner._pricing import DEFAULT_PRICES, PriceTable
+from agentrun.runner._providers.base import ModelReply, Provider
+from agentrun.runner._providers.scripted import ScriptedProvider
+from agentrun.runner._secrets import SecretKeyRef
+from agentrun.runner._tools import Tool
+from agentrun.stores._memory import MemoryLeaseStore
 
 Turn = Sequence[tuple[str, dict[str, Any]]] | str
 
@@ -136,7 +136,7 @@ def runner(
 ) -> AgentRunner:
     """A runner over ``stores``; ``leases=False`` leaves it its own memory lease store.
     With ``whole`` (the default, as ``AgentRunner.on_backend`` does) a boundary is one commit
-    of the backend's ``BoundaryStore``; without it, each store is written on its own."""
+    of the backend's ``CommitStore``; without it, each store is written on its own."""
     return AgentRunner(
         provider=provider,
         idempotency=stores.idempotency,
@@ -144,7 +144,7 @@ def runner(
             stores.checkpoints,
             policy,
             history=stores.history if history else None,
-            boundaries=stores.boundaries if whole and isinstance(stores, StoreSet) else None,
+            commits=stores.commits if whole and isinstance(stores, StoreSet) else None,
         ),
         leases=stores.leases if leases else MemoryLeaseStore(),
         ledger=stores.ledger if ledger else None,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from agentrun.runner.providers.anthropic import AnthropicMessagesProvider
-from agentrun.runner.providers.openai import OpenAIChatProvider
-from agentrun.runner.providers.sdk import REQUEST_KEY
-from agentrun.runner.secrets import MaybeSecret, SecretResolver
-from agentrun.runner.spec import RequestSettings
+from agentrun.runner._providers.anthropic import AnthropicMessagesProvider
+from agentrun.runner._providers.openai import OpenAIChatProvider
+from agentrun.runner._providers.sdk import REQUEST_KEY
+from agentrun.runner._secrets import MaybeSecret, SecretResolver
+from agentrun.runner._spec import RequestSettings
 from agentrun.testing.model_server import ModelServer
 
 Kind = Literal["openai", "anthropic"]

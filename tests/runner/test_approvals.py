@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from agentrun.decisions import approval_request_id, decide
-from agentrun.frontier import Boundary
-from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.results import RunStatus
-from agentrun.stores.memory import MemoryBackend
+from agentrun._decisions import approval_request_id, decide
+from agentrun._frontier import Boundary
+from agentrun.runner._agents import AgentDefinition
+from agentrun.runner._results import RunStatus
+from agentrun.stores._memory import MemoryBackend
 from tests.runner.helpers import Boundaries, Probe, Recording, agent, runner, script, tool_results
 
 TURNS = ([("look", {"item": "invoice-7"}), ("pay", {"item": "invoice-7"})], "paid")

@@ -14,15 +14,15 @@ import asyncio
 import pytest
 
 from agentrun import Backend
+from agentrun._frontier import Boundary, Checkpoint
+from agentrun._idempotency import marker_key
+from agentrun._messages import Usage
 from agentrun.demo import services
 from agentrun.demo.booking import BOOKING, SCRIPT
-from agentrun.frontier import Boundary, Checkpoint
-from agentrun.idempotency import marker_key
-from agentrun.messages import Usage
-from agentrun.runner.pricing import DEFAULT_PRICES
-from agentrun.runner.providers.scripted import ScriptedProvider
-from agentrun.runner.results import RunStatus
-from agentrun.stores.memory import MemoryBackend
+from agentrun.runner._pricing import DEFAULT_PRICES
+from agentrun.runner._providers.scripted import ScriptedProvider
+from agentrun.runner._results import RunStatus
+from agentrun.stores._memory import MemoryBackend
 from tests.runner.helpers import Boundaries, runner, tool_results
 
 FINAL = "Booked one seat on LH1172 for Ada Lovelace and sent her a text."

@@ -11,11 +11,11 @@ from collections import Counter
 
 import pytest
 
-from agentrun.checkpointing import CheckpointPolicy
-from agentrun.errors import CheckpointEncodingError, StoreUnavailableError
-from agentrun.frontier import Boundary
-from agentrun.runner.results import RunStatus
-from agentrun.stores.memory import MemoryBackend
+from agentrun._checkpointing import CheckpointPolicy
+from agentrun._errors import CheckpointEncodingError, StoreUnavailableError
+from agentrun._frontier import Boundary
+from agentrun.runner._results import RunStatus
+from agentrun.stores._memory import MemoryBackend
 from tests.runner.helpers import TURN_COST, Boundaries, Probe, agent, runner, script
 
 THREE_TURNS = ([("act", {"item": "x"})], [("act", {"item": "y"})], [("act", {"item": "z"})], "done")
@@ -23,7 +23,7 @@ THREE_TURNS = ([("act", {"item": "x"})], [("act", {"item": "y"})], [("act", {"it
 
 class Counted(MemoryBackend):
     """A memory backend counting the writes of each store (``writes``), and able to refuse
-    boundary commits (``refuse``). The memory boundary store writes through the other stores
+    boundary commits (``refuse``). The memory commit store writes through the other stores
     inside its commit; those writes are the commit's, not counted again."""
 
     def __init__(self) -> None:
@@ -35,7 +35,7 @@ class Counted(MemoryBackend):
             ("checkpoints", "put"),
             ("history", "put"),
             ("ledger", "charge"),
-            ("boundaries", "commit"),
+            ("commits", "commit"),
         ):
             self._count(name, method)
 
@@ -44,12 +44,12 @@ class Counted(MemoryBackend):
         inner = getattr(store, method)
 
         async def counted(*args: object, **kwargs: object) -> object:
-            if name == "boundaries" and self.refuse:
+            if name == "commits" and self.refuse:
                 raise StoreUnavailableError("memory", "commit a boundary", OSError("away"))
             if self.committing:
                 return await inner(*args, **kwargs)
             self.writes[name] += 1
-            self.committing = name == "boundaries"
+            self.committing = name == "commits"
             try:
                 return await inner(*args, **kwargs)
             finally:
@@ -65,13 +65,13 @@ async def test_every_boundary_is_one_commit_and_every_model_call_is_charged_once
         agent(Probe("act").tool()), "go", tenant="t", run_id="r"
     )
     assert result.status is RunStatus.COMPLETED
-    assert stores.writes == {"boundaries": len(boundaries.seen)} == {"boundaries": 7}
+    assert stores.writes == {"commits": len(boundaries.seen)} == {"commits": 7}
     assert await stores.ledger.spent("t", "r") == 4 * TURN_COST == result.cost_micros
     assert [c.cost_micros for c in boundaries.seen] == [280, 280, 560, 560, 840, 840, 1120]
 
 
 async def test_the_separate_writes_take_three_commits_after_a_model_call() -> None:
-    # What a Checkpointer without a BoundaryStore does (a store of one's own): the same run,
+    # What a Checkpointer without a CommitStore does (a store of one's own): the same run,
     # the same totals, at the cost of a commit per store.
     stores = Counted()
     result = await runner(stores, script(*THREE_TURNS), history=True, whole=False).run(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agentrun.messages import Message
+from agentrun._messages import Message
 from agentrun.testing.model_server import Turn, serving
 from tests.runner.models import Kind, provider
 

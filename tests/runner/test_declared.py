@@ -22,14 +22,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentrun import Backend, open_backend
+from agentrun._leases import LeasePolicy
+from agentrun._redaction import Redactor
 from agentrun.demo.declared import AIRLINE_TOKEN, MODEL_KEY, TURNS, booking_spec
-from agentrun.leases import LeasePolicy
-from agentrun.redaction import Redactor
-from agentrun.runner.declared import DeclaredAgent
-from agentrun.runner.loop import AgentRunner
-from agentrun.runner.results import RunStatus
-from agentrun.runner.secrets import MappingSecrets
-from agentrun.runner.tools import Disposition
+from agentrun.runner._declared import DeclaredAgent
+from agentrun.runner._loop import AgentRunner
+from agentrun.runner._results import RunStatus
+from agentrun.runner._secrets import MappingSecrets
+from agentrun.runner._tools import Disposition
 from agentrun.testing.mcp_server import McpBooks
 from agentrun.testing.model_server import ModelServer, serving
 from tests.runner.models import Kind

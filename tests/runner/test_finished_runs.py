@@ -3,7 +3,7 @@ stopped, however it stopped) the checkpointer lets go of the chain it appended t
 transcript to (``Checkpointer.let_go``), some tens of kilobytes a run that a worker carrying
 thousands of runs would otherwise hold for ever.
 
-Measured with ``tracemalloc``: what is still allocated by ``agentrun.checkpointing`` after the
+Measured with ``tracemalloc``: what is still allocated by ``agentrun._checkpointing`` after the
 runs, against before them. Every run here is stopped before its dispatch and then resumed to
 its end, so both ways a tenure ends are measured.
 """
@@ -15,10 +15,10 @@ import tracemalloc
 
 import pytest
 
-import agentrun.checkpointing
+import agentrun._checkpointing
 from agentrun import Backend
-from agentrun.runner.loop import AgentRunner
-from agentrun.runner.results import RunStatus
+from agentrun.runner._loop import AgentRunner
+from agentrun.runner._results import RunStatus
 from tests.runner.helpers import Probe, agent, runner, script, stop_before_the_dispatch
 
 RUNS = 20
@@ -34,7 +34,7 @@ handles of its recent segments committing whole boundaries (~230 bytes a run her
 
 def _held_by_checkpointing() -> int:
     gc.collect()
-    only = [tracemalloc.Filter(True, agentrun.checkpointing.__file__)]
+    only = [tracemalloc.Filter(True, agentrun._checkpointing.__file__)]
     snapshot = tracemalloc.take_snapshot().filter_traces(only)
     return sum(stat.size for stat in snapshot.statistics("filename"))
 

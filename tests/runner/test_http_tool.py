@@ -10,16 +10,16 @@ from collections.abc import AsyncIterator
 import pytest
 from pydantic import JsonValue
 
-from agentrun.decisions import resolve
-from agentrun.errors import IndeterminateToolCallError
-from agentrun.idempotency import ClaimState, derive_key, remote_key
-from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.connections import Connections
-from agentrun.runner.http_tool import http_tool
-from agentrun.runner.results import RunStatus
-from agentrun.runner.secrets import MappingSecrets
-from agentrun.runner.spec import HttpToolSpec
-from agentrun.stores.memory import MemoryBackend
+from agentrun._decisions import resolve
+from agentrun._errors import IndeterminateToolCallError
+from agentrun._idempotency import ClaimState, derive_key, remote_key
+from agentrun.runner._agents import AgentDefinition
+from agentrun.runner._connections import Connections
+from agentrun.runner._http_tool import http_tool
+from agentrun.runner._results import RunStatus
+from agentrun.runner._secrets import MappingSecrets
+from agentrun.runner._spec import HttpToolSpec
+from agentrun.stores._memory import MemoryBackend
 from tests.runner.helpers import agent, runner, script, tool_results
 from tests.runner.wire import endpoint
 from tests.support.ports import free_port

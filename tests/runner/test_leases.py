@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from agentrun import AgentRunner, Backend, Checkpointer
-from agentrun.errors import RunLeaseError
-from agentrun.frontier import Boundary
-from agentrun.idempotency import ClaimState, IdempotencyRecord
-from agentrun.leases import LeasePolicy, RunLease
-from agentrun.resume import RESUME_CLAIM_KEY
-from agentrun.runner.results import RunStatus
-from agentrun.stores.memory import MemoryBackend
+from agentrun._errors import RunLeaseError
+from agentrun._frontier import Boundary
+from agentrun._idempotency import ClaimState, IdempotencyRecord
+from agentrun._leases import LeasePolicy, RunLease
+from agentrun._resume import RESUME_CLAIM_KEY
+from agentrun.runner._results import RunStatus
+from agentrun.stores._memory import MemoryBackend
 from agentrun.testing import ManualClock
 from tests.runner.helpers import Boundaries, Crash, Probe, agent, runner, script
 

@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from agentrun.continuation import ContinuationPolicy
-from agentrun.messages import Usage
-from agentrun.runner.pricing import ModelPrice, PriceTable
-from agentrun.runner.results import RunResult, RunStatus
-from agentrun.stores.memory import MemoryBackend
+from agentrun._continuation import ContinuationPolicy
+from agentrun._messages import Usage
+from agentrun.runner._pricing import ModelPrice, PriceTable
+from agentrun.runner._results import RunResult, RunStatus
+from agentrun.stores._memory import MemoryBackend
 from tests.runner.helpers import TURN_COST, Boundaries, Probe, agent, runner, script
 
 THREE_TURNS = ([("act", {"item": "x"})], [("act", {"item": "y"})], [("act", {"item": "z"})], "done")

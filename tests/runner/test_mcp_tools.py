@@ -16,20 +16,20 @@ from mcp.types import Tool as McpTool
 from mcp.types import ToolAnnotations
 from pydantic import JsonValue
 
-from agentrun.errors import ConfigurationError, IndeterminateToolCallError, RevisionMismatchError
-from agentrun.idempotency import ClaimState, derive_key, marker_key, remote_key
-from agentrun.messages import Message
-from agentrun.outcomes import Exit, Outcome
-from agentrun.runner.connections import Connections
-from agentrun.runner.declared import DeclaredAgent
-from agentrun.runner.mcp_tools import McpServer, ToolServerUnavailableError, disposition_of
-from agentrun.runner.providers.base import ModelReply
-from agentrun.runner.providers.scripted import ScriptedProvider
-from agentrun.runner.results import RunStatus
-from agentrun.runner.secrets import MappingSecrets, SecretKeyRef, SecretResolver
-from agentrun.runner.spec import AgentSpec, McpServerSpec
-from agentrun.runner.tools import Disposition, Tool, ToolTransportError
-from agentrun.stores.memory import MemoryBackend
+from agentrun._errors import ConfigurationError, IndeterminateToolCallError, RevisionMismatchError
+from agentrun._idempotency import ClaimState, derive_key, marker_key, remote_key
+from agentrun._messages import Message
+from agentrun._outcomes import Exit, Outcome
+from agentrun.runner._connections import Connections
+from agentrun.runner._declared import DeclaredAgent
+from agentrun.runner._mcp_tools import McpServer, ToolServerUnavailableError, disposition_of
+from agentrun.runner._providers.base import ModelReply
+from agentrun.runner._providers.scripted import ScriptedProvider
+from agentrun.runner._results import RunStatus
+from agentrun.runner._secrets import MappingSecrets, SecretKeyRef, SecretResolver
+from agentrun.runner._spec import AgentSpec, McpServerSpec
+from agentrun.runner._tools import Disposition, Tool, ToolTransportError
+from agentrun.stores._memory import MemoryBackend
 from agentrun.testing.mcp_server import McpBooks
 from agentrun.testing.mcp_server import serving as mcp_serving
 from tests.runner.helpers import KeptSecrets, agent, runner, script, tool_results

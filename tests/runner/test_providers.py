@@ -17,15 +17,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentrun.frontier import Boundary
-from agentrun.messages import Message, ToolCall, Usage
-from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.pricing import ModelPrice, PriceTable
-from agentrun.runner.providers.anthropic import AnthropicMessagesProvider
-from agentrun.runner.providers.base import ProviderError
-from agentrun.runner.results import RunStatus
-from agentrun.runner.secrets import MappingSecrets, SecretReference
-from agentrun.stores.memory import MemoryBackend
+from agentrun._frontier import Boundary
+from agentrun._messages import Message, ToolCall, Usage
+from agentrun.runner._agents import AgentDefinition
+from agentrun.runner._pricing import ModelPrice, PriceTable
+from agentrun.runner._providers.anthropic import AnthropicMessagesProvider
+from agentrun.runner._providers.base import ProviderError
+from agentrun.runner._results import RunStatus
+from agentrun.runner._secrets import MappingSecrets, SecretReference
+from agentrun.stores._memory import MemoryBackend
 from agentrun.testing.model_server import Turn, serving
 from tests.runner.helpers import KeptSecrets, Probe, runner, tool_results
 from tests.runner.models import Kind, by_the_sdk_method, path, provider

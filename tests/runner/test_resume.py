@@ -14,22 +14,22 @@ import sys
 
 import pytest
 
-from agentrun.checkpointing import Checkpointer, CheckpointPolicy
-from agentrun.demo.booking import BOOKING
-from agentrun.errors import (
+from agentrun._checkpointing import Checkpointer, CheckpointPolicy
+from agentrun._errors import (
     ConfigurationError,
     IndeterminateToolCallError,
     RevisionMismatchError,
     StoreUnavailableError,
 )
-from agentrun.frontier import Boundary
-from agentrun.idempotency import ClaimState, derive_key, marker_key
-from agentrun.resume import ToolDisposition, plan_resume
-from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.loop import AgentRunner
-from agentrun.runner.results import RunStatus
-from agentrun.runner.tools import Tool, ToolError
-from agentrun.stores.memory import MemoryBackend
+from agentrun._frontier import Boundary
+from agentrun._idempotency import ClaimState, derive_key, marker_key
+from agentrun._resume import ToolDisposition, plan_resume
+from agentrun.demo.booking import BOOKING
+from agentrun.runner._agents import AgentDefinition
+from agentrun.runner._loop import AgentRunner
+from agentrun.runner._results import RunStatus
+from agentrun.runner._tools import Tool, ToolError
+from agentrun.stores._memory import MemoryBackend
 from tests.runner.helpers import (
     TURN_COST,
     Boundaries,
@@ -169,7 +169,7 @@ async def test_a_run_cancelled_during_a_call_says_so_and_is_no_tool_failure(
         entered.set()
         await asyncio.Event().wait()
 
-    caplog.set_level(logging.DEBUG, logger="agentrun.runner.dispatch")
+    caplog.set_level(logging.DEBUG, logger="agentrun.runner._dispatch")
     probe = Probe("act", during=wait_forever)
     running = asyncio.create_task(
         runner(memory, script(*ONE_CALL)).run(agent(probe.tool()), "go", tenant="t", run_id="r")
@@ -178,7 +178,7 @@ async def test_a_run_cancelled_during_a_call_says_so_and_is_no_tool_failure(
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
-    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name.endswith(".dispatch")]
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name.endswith("._dispatch")]
     assert said == [
         (
             logging.WARNING,

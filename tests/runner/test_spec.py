@@ -5,19 +5,19 @@ from __future__ import annotations
 import pytest
 from pydantic import JsonValue, ValidationError
 
-from agentrun.errors import ConfigurationError
-from agentrun.runner.connections import Connections
-from agentrun.runner.http_tool import http_tool
-from agentrun.runner.json_arguments import JsonSchemaArguments
-from agentrun.runner.secrets import (
+from agentrun._errors import ConfigurationError
+from agentrun.runner._connections import Connections
+from agentrun.runner._http_tool import http_tool
+from agentrun.runner._json_arguments import JsonSchemaArguments
+from agentrun.runner._secrets import (
     EnvironmentSecrets,
     SecretKeyRef,
     SecretReference,
     SecretUnavailableError,
     environment_variable,
 )
-from agentrun.runner.spec import AgentSpec, HttpToolSpec, McpServerSpec, ModelSpec
-from agentrun.runner.tools import SignatureArguments, Tool, ToolArgumentsError
+from agentrun.runner._spec import AgentSpec, HttpToolSpec, McpServerSpec, ModelSpec
+from agentrun.runner._tools import SignatureArguments, Tool, ToolArgumentsError
 
 SECRET: dict[str, JsonValue] = {"valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
 PRICE: dict[str, JsonValue] = {"inputMicrosPerMillion": 0, "outputMicrosPerMillion": 0}

@@ -20,12 +20,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from pydantic import JsonValue
 
+from agentrun._messages import Message
 from agentrun.demo.booking import BOOKING, SCRIPT
-from agentrun.messages import Message
-from agentrun.runner.loop import AgentRunner
-from agentrun.runner.providers.base import ModelReply, Provider, ProviderError
-from agentrun.runner.providers.scripted import ScriptedProvider
-from agentrun.stores.memory import MemoryBackend
+from agentrun.runner._loop import AgentRunner
+from agentrun.runner._providers.base import ModelReply, Provider, ProviderError
+from agentrun.runner._providers.scripted import ScriptedProvider
+from agentrun.stores._memory import MemoryBackend
 from tests.runner.helpers import runner
 from tests.support.cli import COMMAND, cli_env
 from tests.support.otlp import Collector, collecting

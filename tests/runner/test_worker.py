@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from agentrun.frontier import Boundary
-from agentrun.stores.memory import MemoryBackend
+from agentrun._frontier import Boundary
+from agentrun.stores._memory import MemoryBackend
 from agentrun.testing.worker import WorkerExit, start_or_resume
 from tests.runner.helpers import Boundaries, Crash, Probe, agent, runner, script
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from agentrun import open_backend
-from agentrun.errors import ConfigurationError
-from agentrun.storecore.checked import CheckedCheckpoints
-from agentrun.stores.sqlite import EXPECTED_SQLITE_SCHEMA, SqliteCheckpointStore
-from agentrun.stores.sqlite._database import DEFAULT_BUSY_TIMEOUT_MS, parse_url
-from agentrun.stores.sqlite.schema import SCHEMA_VERSION, statements, verify
+from agentrun._errors import ConfigurationError
+from agentrun._storecore.checked import CheckedCheckpoints
+from agentrun.stores._sqlite import EXPECTED_SQLITE_SCHEMA, SqliteCheckpointStore
+from agentrun.stores._sqlite._database import DEFAULT_BUSY_TIMEOUT_MS, parse_url
+from agentrun.stores._sqlite.schema import SCHEMA_VERSION, statements, verify
 
 SCHEMA_FILE = (
     Path(__file__).parents[2] / "operator" / "agentrun" / "stores" / "schema" / "sqlite.sql"

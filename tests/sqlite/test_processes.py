@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentrun import open_backend
-from agentrun.errors import StaleFenceError, StoreUnavailableError
+from agentrun._errors import StaleFenceError, StoreUnavailableError
 from tests.sqlite.worker_process import WorkerProcess
 
 RACERS = 4

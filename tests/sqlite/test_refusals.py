@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agentrun import Backend, open_backend
-from agentrun.errors import StoreRefusedError, StoreUnavailableError
+from agentrun._errors import StoreRefusedError, StoreUnavailableError
 
 
 async def test_a_trigger_that_refuses_the_row_is_a_refusal(

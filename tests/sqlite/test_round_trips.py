@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentrun.stores.sqlite._database import Database
+from agentrun.stores._sqlite._database import Database
 from tests.support.round_trips import RoundTripsConformance
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from agentrun import open_backend
-from agentrun.runner.results import RunStatus
+from agentrun.runner._results import RunStatus
 from tests.runner.helpers import stop_before_the_dispatch
 from tests.sqlite.unleased_worker import AGENT, RUN, TENANT, unleased
 

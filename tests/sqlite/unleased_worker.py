@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from agentrun import Checkpointer, open_backend
-from agentrun.backend import Backend
-from agentrun.errors import ResumeConflictError
+from agentrun._backend import Backend
+from agentrun._errors import ResumeConflictError
 from agentrun.runner import AgentDefinition, AgentRunner, ScriptedProvider, tool
 
 TENANT = "acme"

@@ -21,8 +21,8 @@ import time
 from typing import Any
 
 from agentrun import Backend, open_backend
-from agentrun.errors import RunLeaseError
-from agentrun.stores.sqlite._database import parse_url
+from agentrun._errors import RunLeaseError
+from agentrun.stores._sqlite._database import parse_url
 
 
 async def _obey(backend: Backend, command: dict[str, Any], url: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentrun import testing
-from agentrun.stores.memory import MemoryBackend
+from agentrun.stores._memory import MemoryBackend
 from agentrun.testing import ManualClock
 from tests.support.chain_faults import ChainFaultsConformance
 
@@ -32,7 +32,7 @@ class TestMemoryIdempotency(_Memory, testing.IdempotencyStoreConformance): ...
 class TestMemoryHistory(_Memory, testing.HistoryStoreConformance): ...
 
 
-class TestMemoryBoundaries(_Memory, testing.BoundaryStoreConformance): ...
+class TestMemoryCommits(_Memory, testing.CommitStoreConformance): ...
 
 
 class TestMemoryRunReader(_Memory, testing.RunReaderConformance): ...

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentrun import Backend
-from agentrun.stores.memory import MemoryBackend
+from agentrun.stores._memory import MemoryBackend
 from tests.support.run_scenarios import RunScenarios
 
 

@@ -21,12 +21,12 @@ from collections.abc import Mapping
 import pytest
 
 from agentrun import Backend
-from agentrun.backend import StoreSet
-from agentrun.boundary import BoundaryCommit, BoundaryStore
-from agentrun.checkpointing import COMPACT_AFTER, MERGE_AFTER, Checkpointer
-from agentrun.errors import StoreUnavailableError
-from agentrun.history import SegmentLister, previous_of
-from agentrun.messages import Message
+from agentrun._backend import StoreSet
+from agentrun._checkpointing import COMPACT_AFTER, MERGE_AFTER, Checkpointer
+from agentrun._commits import BoundaryCommit, CommitStore
+from agentrun._errors import StoreUnavailableError
+from agentrun._history import SegmentLister, previous_of
+from agentrun._messages import Message
 from tests.support.frontiers import RUN, conversation, frontier, resolved
 
 ROUND = COMPACT_AFTER * MERGE_AFTER
@@ -34,13 +34,13 @@ BOUNDARIES = 2 * ROUND + COMPACT_AFTER + 5
 FAULTS = 12
 
 
-class RecordingBoundaries:
-    """A ``BoundaryStore`` that keeps every commit it is handed (``handed``) and passes it on,
+class RecordingCommits:
+    """A ``CommitStore`` that keeps every commit it is handed (``handed``) and passes it on,
     failing those ``faults`` names (by the commit's number, from 1): ``before`` it reaches the
     store, or ``after`` the store committed it, the reply lost on the way back. Either way the
     ``Checkpointer`` hears an error."""
 
-    def __init__(self, inner: BoundaryStore, faults: Mapping[int, str] | None = None) -> None:
+    def __init__(self, inner: CommitStore, faults: Mapping[int, str] | None = None) -> None:
         self.inner, self.faults = inner, dict(faults or {})
         self.handed: list[BoundaryCommit] = []
 
@@ -71,16 +71,16 @@ class ChainFaultsConformance:
         self, backend: Backend, tenant: str, seed: int
     ) -> None:
         assert isinstance(backend, StoreSet)
-        assert backend.boundaries is not None
+        assert backend.commits is not None
         draw = random.Random(seed)
         schedule = {
             commit: draw.choice(("before", "after"))
             for commit in draw.sample(range(1, BOUNDARIES + 1), FAULTS)
         }
-        lossy = RecordingBoundaries(backend.boundaries, schedule)
+        lossy = RecordingCommits(backend.commits, schedule)
 
         def worker() -> Checkpointer:
-            return Checkpointer(backend.checkpoints, history=backend.history, boundaries=lossy)
+            return Checkpointer(backend.checkpoints, history=backend.history, commits=lossy)
 
         # The worker dies twice, early and late, so that a whole round (and its merge) falls
         # between; the next one remembers nothing.

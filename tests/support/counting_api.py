@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes.config import new_client_from_config
 
-from agentrun.operator.kubeapi import KubeApi
+from agentrun.operator._kubeapi import KubeApi
 from tests.support.kube import Kube
 
 

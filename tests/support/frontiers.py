@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentrun.backend import StoreSet
-from agentrun.checkpointing import Checkpointer
-from agentrun.frontier import Boundary, Checkpoint, PendingApproval, PendingCall
-from agentrun.messages import Message, ToolCall
+from agentrun._backend import StoreSet
+from agentrun._checkpointing import Checkpointer
+from agentrun._frontier import Boundary, Checkpoint, PendingApproval, PendingCall
+from agentrun._messages import Message, ToolCall
 
 RUN = "run-1"
 TENANT = "acme"
@@ -59,9 +59,7 @@ async def resolved(
 ) -> tuple[Checkpoint, tuple[Message, ...]]:
     """The run's frontier and whole transcript as a fresh reader (a worker remembering nothing)
     resolves them from ``backend``; it must have a frontier."""
-    reader = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-    )
+    reader = Checkpointer(backend.checkpoints, history=backend.history, commits=backend.commits)
     found = await reader.resumable(tenant, RUN)
     assert found is not None, f"run {RUN!r} of tenant {tenant!r} has no frontier"
     return found

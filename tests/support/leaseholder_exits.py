@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from agentrun.leases import Leaseholder, LeasePolicy, LeaseStore, RunLease
+from agentrun._leases import Leaseholder, LeasePolicy, LeaseStore, RunLease
 
 EXITS = 2_000
 RUN = "run-exits"

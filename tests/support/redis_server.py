@@ -147,7 +147,7 @@ class RedisClusterServers:
 
     @property
     def url(self) -> str:
-        """The form ``agentrun.stores.redis.open_backend`` reads as a Cluster."""
+        """The form ``agentrun.stores._redis.open_backend`` reads as a Cluster."""
         return f"redis://{LOOPBACK}:{self.nodes[0].port}/0?cluster=true"
 
     def stop(self) -> None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 
 from agentrun import Backend
-from agentrun.backend import StoreSet
-from agentrun.checkpointing import Checkpointer
-from agentrun.frontier import Checkpoint
-from agentrun.idempotency import ListedRecord
-from agentrun.messages import Message
-from agentrun.resume import ToolDisposition, plan_resume, read_and_plan
+from agentrun._backend import StoreSet
+from agentrun._checkpointing import Checkpointer
+from agentrun._frontier import Checkpoint
+from agentrun._idempotency import ListedRecord
+from agentrun._messages import Message
+from agentrun._resume import ToolDisposition, plan_resume, read_and_plan
 from tests.support.frontiers import RUN, frontier, pending
 
 
@@ -30,7 +30,7 @@ async def _written(backend: StoreSet, tenant: str) -> None:
         tenant=tenant,
     )
     checkpointer = Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+        backend.checkpoints, history=backend.history, commits=backend.commits
     )
     assert await checkpointer.write(checkpoint) is not None, checkpointer.last_error
     ids = backend.idempotency
@@ -47,9 +47,7 @@ class ResumeReadConformance:
     ) -> None:
         assert isinstance(backend, StoreSet)
         await _written(backend, tenant)
-        fresh = Checkpointer(
-            backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-        )
+        fresh = Checkpointer(backend.checkpoints, history=backend.history, commits=backend.commits)
         listed: list[str] = []
         listing = backend.idempotency.records
 
@@ -84,8 +82,6 @@ class ResumeReadConformance:
             )
             await ids.record(tenant, RUN, "k3", "booked by hand", holder="w2", fence=1)
 
-        fresh = Checkpointer(
-            backend.checkpoints, history=backend.history, boundaries=backend.boundaries
-        )
+        fresh = Checkpointer(backend.checkpoints, history=backend.history, commits=backend.commits)
         _, _, plan = await read_and_plan(fresh, ids, tenant, RUN, before_planning=resolve)
         assert [d.outcome for d in plan.completed] == ["booked c1", "booked by hand"]

@@ -22,11 +22,11 @@ from typing import ClassVar
 import pytest
 
 from agentrun import Backend
-from agentrun.backend import StoreSet
-from agentrun.boundary import BoundaryCommit, Charge
-from agentrun.checkpointing import Checkpointer
-from agentrun.messages import Message
-from agentrun.resume import read_and_plan
+from agentrun._backend import StoreSet
+from agentrun._checkpointing import Checkpointer
+from agentrun._commits import BoundaryCommit, Charge
+from agentrun._messages import Message
+from agentrun._resume import read_and_plan
 from tests.support.frontiers import frontier
 
 
@@ -45,12 +45,12 @@ class RoundTripsConformance:
         self, backend: Backend, round_trips: list[str], tenant: str
     ) -> None:
         assert isinstance(backend, StoreSet)
-        assert backend.boundaries is not None
-        await backend.boundaries.commit(
+        assert backend.commits is not None
+        await backend.commits.commit(
             BoundaryCommit(tenant, "one-trip", 1, b"{}", b"segment 1", Charge("model:1", 5))
         )
         round_trips.clear()
-        await backend.boundaries.commit(
+        await backend.commits.commit(
             BoundaryCommit(tenant, "one-trip", 1, b"{}", b"segment 2", Charge("model:2", 5))
         )
         assert len(round_trips) == 1, round_trips
@@ -60,7 +60,7 @@ class RoundTripsConformance:
     ) -> None:
         assert isinstance(backend, StoreSet)
         checkpointer = Checkpointer(
-            backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+            backend.checkpoints, history=backend.history, commits=backend.commits
         )
         messages: list[Message] = []
         for turn in range(self.turns):
@@ -71,7 +71,7 @@ class RoundTripsConformance:
         async def resume() -> tuple[Message, ...]:
             # a worker that remembers nothing of the run, as ``AgentRunner.on_backend`` builds it
             fresh = Checkpointer(
-                backend.checkpoints, history=backend.history, boundaries=backend.boundaries
+                backend.checkpoints, history=backend.history, commits=backend.commits
             )
             _, loaded, _ = await read_and_plan(fresh, backend.idempotency, tenant, "long")
             return loaded

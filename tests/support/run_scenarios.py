@@ -15,13 +15,13 @@ from collections.abc import Iterable, Iterator
 import pytest
 
 from agentrun import Backend
-from agentrun.backend import StoreSet
-from agentrun.decisions import approval_request_id, decide, resolve
-from agentrun.errors import IndeterminateToolCallError
-from agentrun.frontier import Boundary
-from agentrun.resume import plan_resume
-from agentrun.runner.providers.openai import OpenAIChatProvider
-from agentrun.runner.results import RunStatus
+from agentrun._backend import StoreSet
+from agentrun._decisions import approval_request_id, decide, resolve
+from agentrun._errors import IndeterminateToolCallError
+from agentrun._frontier import Boundary
+from agentrun._resume import plan_resume
+from agentrun.runner._providers.openai import OpenAIChatProvider
+from agentrun.runner._results import RunStatus
 from tests.kit.secrets_corpus import SECRETS
 from tests.kit.stores import LosingCheckpointStore
 from tests.runner.helpers import (

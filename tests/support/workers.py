@@ -10,16 +10,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from agentrun.backend import Backend
-from agentrun.operator.agent_resolver import AgentResolver
-from agentrun.operator.config import OperatorConfig
-from agentrun.operator.context import OperatorContext
-from agentrun.operator.kubeapi import KubeApi
-from agentrun.operator.metrics import Metrics
-from agentrun.operator.news import News
-from agentrun.operator.peers import Peers
-from agentrun.operator.slots import RunSlots
-from agentrun.operator.worker import RunWorker
+from agentrun._backend import Backend
+from agentrun.operator._agent_resolver import AgentResolver
+from agentrun.operator._config import OperatorConfig
+from agentrun.operator._context import OperatorContext
+from agentrun.operator._kubeapi import KubeApi
+from agentrun.operator._metrics import Metrics
+from agentrun.operator._news import News
+from agentrun.operator._peers import Peers
+from agentrun.operator._slots import RunSlots
+from agentrun.operator._worker import RunWorker
 
 
 def lone_worker(

@@ -17,20 +17,20 @@ import textwrap
 from collections.abc import Awaitable, Callable, Sequence
 
 from agentrun import Backend, open_backend
-from agentrun.backend import StoreSet
-from agentrun.checkpointing import Checkpointer, WriteReceipt
-from agentrun.cli import kube
-from agentrun.cli.render import lease_line, plan_json, plan_lines, result_line
-from agentrun.decisions import ApprovalDecision, decide, resolve
-from agentrun.errors import AgentRunError, ConfigurationError, NothingCheckpointedError
-from agentrun.frontier import Checkpoint, describe
-from agentrun.leases import LeasePolicy, RunLease, default_holder
-from agentrun.outcomes import Exit
-from agentrun.resume import plan_resume
-from agentrun.runner.loop import AgentRunner
-from agentrun.runner.registry import RegisteredAgent, load_agent, registered_agents
-from agentrun.runner.results import RunResult
-from agentrun.runner.tracing import export_if_configured
+from agentrun._backend import StoreSet
+from agentrun._checkpointing import Checkpointer, WriteReceipt
+from agentrun._decisions import ApprovalDecision, decide, resolve
+from agentrun._errors import AgentRunError, ConfigurationError, NothingCheckpointedError
+from agentrun._frontier import Checkpoint, describe
+from agentrun._leases import LeasePolicy, RunLease, default_holder
+from agentrun._outcomes import Exit
+from agentrun._resume import plan_resume
+from agentrun.cli import _kube as kube
+from agentrun.cli._render import lease_line, plan_json, plan_lines, result_line
+from agentrun.runner._loop import AgentRunner
+from agentrun.runner._registry import RegisteredAgent, load_agent, registered_agents
+from agentrun.runner._results import RunResult
+from agentrun.runner._tracing import export_if_configured
 
 DEFAULT_STORE = "sqlite:///./.agentrun/state.db"
 RESOLVE_LEASE_TTL = 30.0
@@ -66,9 +66,9 @@ async def _frontier(backend: Backend, tenant: str, run_id: str) -> Checkpoint:
 async def _inspect(args: argparse.Namespace, backend: Backend) -> Exit:
     # Frontier and transcript in one read where the store can, so that a live run's commit
     # (a compaction deletes the segments it replaces) never lands between the two.
-    boundaries = backend.boundaries if isinstance(backend, StoreSet) else None
+    commits = backend.commits if isinstance(backend, StoreSet) else None
     found = await Checkpointer(
-        backend.checkpoints, history=backend.history, boundaries=boundaries
+        backend.checkpoints, history=backend.history, commits=commits
     ).resumable(args.tenant, args.run_id)
     if found is None:
         raise NothingCheckpointedError(run_id=args.run_id, tenant=args.tenant)
@@ -208,11 +208,11 @@ async def _resolve(args: argparse.Namespace, backend: Backend) -> Exit:
 
 def _schema(args: argparse.Namespace) -> Exit:
     if args.dialect == "postgres":
-        from agentrun.stores.postgres import EXPECTED_CHECKPOINT_SCHEMA
+        from agentrun.stores._postgres import EXPECTED_CHECKPOINT_SCHEMA
 
         _say(EXPECTED_CHECKPOINT_SCHEMA)
     else:
-        from agentrun.stores.sqlite import EXPECTED_SQLITE_SCHEMA
+        from agentrun.stores._sqlite import EXPECTED_SQLITE_SCHEMA
 
         _say(EXPECTED_SQLITE_SCHEMA)
     return Exit.CARRIED_ON

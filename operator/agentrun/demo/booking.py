@@ -25,10 +25,10 @@ import os
 from pydantic import JsonValue
 
 from agentrun.demo import services
-from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.providers.scripted import ScriptedProvider
-from agentrun.runner.registry import RegisteredAgent
-from agentrun.runner.tools import tool
+from agentrun.runner._agents import AgentDefinition
+from agentrun.runner._providers.scripted import ScriptedProvider
+from agentrun.runner._registry import RegisteredAgent
+from agentrun.runner._tools import tool
 
 RELEASE_POLL = 0.2
 """Seconds between two looks for the file that ends a linger."""

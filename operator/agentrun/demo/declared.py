@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agentrun.runner.spec import AgentSpec
+from agentrun.runner._spec import AgentSpec
 from agentrun.testing.model_server import Turn
 
 TURNS: tuple[Turn, ...] = (

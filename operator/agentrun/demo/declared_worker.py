@@ -16,12 +16,12 @@ import asyncio
 import os
 import sys
 
+from agentrun._leases import LeasePolicy
 from agentrun.demo.declared import AIRLINE_TOKEN, MODEL_KEY, booking_spec
-from agentrun.leases import LeasePolicy
-from agentrun.runner.declared import DeclaredAgent
-from agentrun.runner.loop import AgentRunner
-from agentrun.runner.secrets import MappingSecrets
-from agentrun.stores.sqlite import open_backend
+from agentrun.runner._declared import DeclaredAgent
+from agentrun.runner._loop import AgentRunner
+from agentrun.runner._secrets import MappingSecrets
+from agentrun.stores._sqlite import open_backend
 from agentrun.testing.worker import start_or_resume
 
 TENANT, RUN_ID = "crash", "run-1"

@@ -1,21 +1,23 @@
 """The loop: agent definitions, tools, providers, and ``AgentRunner``.
 
 What needs the ``agents`` extra (the vendors' SDKs, MCP, HTTP) is imported from its own module,
-so the loop itself runs with none of it installed: ``providers.openai``, ``providers.anthropic``,
-``mcp_tools``, ``http_tool`` and ``declared``.
+so the loop itself runs with none of it installed: ``_providers.openai``, ``_providers.anthropic``,
+``_mcp_tools``, ``_http_tool`` and ``_declared``.
 """
 
-from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.loop import AgentRunner
-from agentrun.runner.pricing import DEFAULT_PRICES, ModelPrice, PriceTable
-from agentrun.runner.providers import ModelReply, Provider, ProviderError, ScriptedProvider
-from agentrun.runner.results import RunResult, RunStatus
-from agentrun.runner.tools import Tool, ToolError, tool
+from agentrun.runner._agents import AgentDefinition
+from agentrun.runner._loop import AgentRunner
+from agentrun.runner._pricing import DEFAULT_PRICES, ModelPrice, PriceTable
+from agentrun.runner._providers import ModelReply, Provider, ProviderError, ScriptedProvider
+from agentrun.runner._results import RunResult, RunStatus
+from agentrun.runner._spec import AgentSpec
+from agentrun.runner._tools import Tool, ToolError, tool
 
 __all__ = [
     "DEFAULT_PRICES",
     "AgentDefinition",
     "AgentRunner",
+    "AgentSpec",
     "ModelPrice",
     "ModelReply",
     "PriceTable",

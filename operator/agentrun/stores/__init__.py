@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from agentrun.backend import Backend
-from agentrun.errors import ConfigurationError
+from agentrun._backend import Backend
+from agentrun._errors import ConfigurationError
 
 
 async def open_backend(url: str, *, create: bool = True) -> Backend:
@@ -42,19 +42,19 @@ async def open_backend(url: str, *, create: bool = True) -> Backend:
     """
     scheme = urlsplit(url).scheme
     if scheme == "memory":
-        from agentrun.stores.memory import MemoryBackend
+        from agentrun.stores._memory import MemoryBackend
 
         return MemoryBackend(url=url)
     if scheme == "sqlite":
-        from agentrun.stores import sqlite
+        from agentrun.stores import _sqlite as sqlite
 
         return await sqlite.open_backend(url, create=create)
     if scheme in ("redis", "rediss"):
-        from agentrun.stores import redis
+        from agentrun.stores import _redis as redis
 
         return await redis.open_backend(url)
     if scheme in ("postgresql", "postgres"):
-        from agentrun.stores import postgres
+        from agentrun.stores import _postgres as postgres
 
         return await postgres.open_backend(url)
     raise ConfigurationError(

@@ -7,7 +7,7 @@ passes for real, so the TTLs the suites use are short. Tests isolate themselves 
 tenant, so one database may serve the whole suite. The suites need pytest and pytest-asyncio, which
 the ``testing`` extra brings (``pip install 'agentrun[testing]'``).
 
-Checkpoint payloads in the suites are JSON documents (what ``frontier.encode`` produces) and are
+Checkpoint payloads in the suites are JSON documents (what ``_frontier.encode`` produces) and are
 compared as JSON, so a store may keep them as ``jsonb``.
 
 Beside the suites, for tests and demos, imported from their own modules (they need the runner,
@@ -17,9 +17,9 @@ booking tools) and ``worker`` (``start_or_resume``: what a worker process a cras
 starts again runs, and how it reports the run's ending).
 """
 
-from agentrun.testing.boundary import BoundaryStoreConformance, RunReaderConformance
 from agentrun.testing.checkpoints import CheckpointStoreConformance
 from agentrun.testing.clock import ManualClock
+from agentrun.testing.commits import CommitStoreConformance, RunReaderConformance
 from agentrun.testing.history import HistoryStoreConformance, SegmentListerConformance
 from agentrun.testing.hostile import HOSTILE_IDS
 from agentrun.testing.idempotency import IdempotencyStoreConformance
@@ -28,8 +28,8 @@ from agentrun.testing.ledger import LedgerConformance
 
 __all__ = [
     "HOSTILE_IDS",
-    "BoundaryStoreConformance",
     "CheckpointStoreConformance",
+    "CommitStoreConformance",
     "HistoryStoreConformance",
     "IdempotencyStoreConformance",
     "LeaseStoreConformance",

@@ -10,8 +10,8 @@ from typing import ClassVar
 
 import pytest
 
-from agentrun.backend import Backend
-from agentrun.errors import ConfigurationError
+from agentrun._backend import Backend
+from agentrun._errors import ConfigurationError
 from agentrun.testing.hostile import UNUSABLE_IDS
 
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from agentrun.backend import CheckpointStore
-from agentrun.errors import StaleFenceError
-from agentrun.identifiers import MAX_ID_BYTES
+from agentrun._backend import CheckpointStore
+from agentrun._errors import StaleFenceError
+from agentrun._identifiers import MAX_ID_BYTES
 from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
 from agentrun.testing.hostile import HOSTILE_IDS, longest
 

@@ -1,6 +1,6 @@
 """A clock that tests move by hand, so expiry, renewals and lapses are tested without waiting.
 
-It is a store's clock (memory stores call it) and a ``leases.Clock`` (a ``Leaseholder`` reads it
+It is a store's clock (memory stores call it) and a ``_leases.Clock`` (a ``Leaseholder`` reads it
 and sleeps on it). A task sleeping on it wakes only when the test moves the clock past its
 moment: ``advance`` jumps at once, ``pass_time`` walks to each sleeper's moment in turn and lets
 the woken task run until it waits again, as real time would.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-SETTLE_YIELDS = 20
+TASK_YIELDS = 20
 """Turns of the event loop a woken task gets to reach its next wait; the tasks these clocks wake
 (a holder renewing against a memory store) need one."""
 
@@ -45,11 +45,11 @@ class ManualClock:
     async def pass_time(self, seconds: float) -> None:
         """Let ``seconds`` pass, waking every sleeper at its own moment on the way."""
         end = self.now + seconds
-        await _settle()
+        await _let_tasks_run()
         while due := [moment for moment, _ in self._sleepers if moment <= end]:
             self.now = max(self.now, min(due))
             self._wake()
-            await _settle()
+            await _let_tasks_run()
         self.now = end
 
     def _wake(self) -> None:
@@ -59,6 +59,6 @@ class ManualClock:
                 sleeper[1].set_result(None)
 
 
-async def _settle() -> None:
-    for _ in range(SETTLE_YIELDS):
+async def _let_tasks_run() -> None:
+    for _ in range(TASK_YIELDS):
         await asyncio.sleep(0)

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.errors import HistoryUnavailableError, StaleFenceError
-from agentrun.history import (
+from agentrun._errors import HistoryUnavailableError, StaleFenceError
+from agentrun._history import (
     HistoryStore,
     SegmentLister,
     append_transcript,
     handle_for,
     load_transcript,
 )
-from agentrun.identifiers import MAX_ID_BYTES
-from agentrun.messages import Message
+from agentrun._identifiers import MAX_ID_BYTES
+from agentrun._messages import Message
 from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
 from agentrun.testing.hostile import HOSTILE_IDS, longest
 

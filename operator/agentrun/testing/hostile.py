@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from agentrun.identifiers import MAX_ID_BYTES
+from agentrun._identifiers import MAX_ID_BYTES
 
 HOSTILE_IDS: tuple[str, ...] = (
     "a:b",

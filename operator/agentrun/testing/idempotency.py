@@ -1,5 +1,5 @@
 """``IdempotencyStoreConformance``: one winner per key, outcomes that stick, claims only their
-holder may settle, fenced writes, claims that expire on the store's clock only when given a TTL."""
+holder may close, fenced writes, claims that expire on the store's clock only when given a TTL."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from agentrun.errors import ConfigurationError, StaleFenceError
-from agentrun.idempotency import ClaimState, IdempotencyStore
-from agentrun.identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
+from agentrun._errors import ConfigurationError, StaleFenceError
+from agentrun._idempotency import ClaimState, IdempotencyStore
+from agentrun._identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
 from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
 from agentrun.testing.hostile import HOSTILE_IDS, longest
 
@@ -51,7 +51,7 @@ class IdempotencyStoreConformance(ConformanceBase):
         assert await store.read(tenant, "run", "k") is None
         assert (await store.begin(tenant, "run", "k", holder="w2", fence=1)).won
 
-    async def test_only_the_holder_settles_its_claim(
+    async def test_only_the_holder_closes_its_claim(
         self, store: IdempotencyStore, tenant: str
     ) -> None:
         await store.begin(tenant, "run", "k", holder="w1", fence=1)

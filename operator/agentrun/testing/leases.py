@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from agentrun.errors import RunLeaseError
-from agentrun.identifiers import MAX_ID_BYTES
-from agentrun.leases import LeaseStore
+from agentrun._errors import RunLeaseError
+from agentrun._identifiers import MAX_ID_BYTES
+from agentrun._leases import LeaseStore
 from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
 from agentrun.testing.hostile import HOSTILE_IDS, longest
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from agentrun.errors import BudgetExceededError, ConfigurationError, StaleFenceError
-from agentrun.identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
-from agentrun.ledger import Ledger
+from agentrun._errors import BudgetExceededError, ConfigurationError, StaleFenceError
+from agentrun._identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
+from agentrun._ledger import Ledger
 from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
 from agentrun.testing.hostile import longest
 

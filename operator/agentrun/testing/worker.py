@@ -22,10 +22,10 @@ import asyncio
 import json
 from enum import IntEnum
 
-from agentrun.errors import IndeterminateToolCallError, RunLeaseError
-from agentrun.runner.agents import AgentDefinition
-from agentrun.runner.loop import AgentRunner
-from agentrun.runner.results import RunResult
+from agentrun._errors import IndeterminateToolCallError, RunLeaseError
+from agentrun.runner._agents import AgentDefinition
+from agentrun.runner._loop import AgentRunner
+from agentrun.runner._results import RunResult
 
 LEASE_POLL_SECONDS = 0.1
 """How often a resume asks again for a lease held elsewhere."""

@@ -2,7 +2,7 @@
 --
 -- The embedded default is a file the kit owns, so the kit applies this script itself when it
 -- opens a new file: every statement is idempotent and all of them run in one transaction. A file
--- of an older version is migrated forward by the kit (see stores/sqlite/schema.py).
+-- of an older version is migrated forward by the kit (see stores/_sqlite/schema.py).
 --
 -- Keys are the (tenant, run_id) text columns themselves, so no two runs can share a key.
 -- Times are integer microseconds since the Unix epoch on the database's own clock

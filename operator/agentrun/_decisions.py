@@ -1,0 +1,155 @@
+"""What people decide for a run: approvals, and answers for calls nobody else can decide.
+
+The CLI (``agentrun approve``, ``agentrun resolve``) and the operator (``spec.approvals``,
+``spec.resolutions``) both record people's decisions through these functions, and the runner
+reads them back (``decision_for``); so they are the kit's, not any one front end's.
+
+Both are recorded through the idempotency store's ``settle`` — a person's word is not fenced,
+since a person outranks every worker — so they need no store of their own and survive whatever
+the workers do. An approval lives under a key derived from its request id; an answer for an
+indeterminate call settles that call's own record, so the next resume plans it as completed
+(it ran, with this result) or never ran (it did not run).
+
+A call that no frontier names (``ResumePlan.unaccounted``) is answered the same way, by its call
+id: "it did not run" drops its record, "it ran" keeps it as the person's answer. Either way the
+run carries on from its newest frontier without it in the conversation; a keyed call the model
+asks for again is answered from the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from agentrun._base import FrozenModel
+from agentrun._errors import ConfigurationError
+from agentrun._frontier import Checkpoint
+from agentrun._history import HistoryStore, load_transcript
+from agentrun._idempotency import ClaimState, IdempotencyStore
+from agentrun._resume import plan_resume, tracking_key
+
+APPROVAL_PREFIX = "approval:v1:"
+
+
+class ApprovalDecision(FrozenModel):
+    """A person's answer to an approval request: approved or not, by whom, and why."""
+
+    approved: bool
+    by: str
+    reason: str = ""
+
+
+def approval_request_id(tenant: str, run_id: str, call_id: str) -> str:
+    """Deterministic, so a resumed run asks for the same approval rather than a new one."""
+    digest = hashlib.sha256(f"{len(tenant)}:{tenant}{len(run_id)}:{run_id}{call_id}".encode())
+    return "apr-" + digest.hexdigest()[:12]
+
+
+async def decide(
+    idempotency: IdempotencyStore,
+    tenant: str,
+    run_id: str,
+    request_id: str,
+    *,
+    approved: bool,
+    by: str,
+    reason: str = "",
+) -> None:
+    """Record ``by``'s decision on approval ``request_id``; the run acts on it when it carries
+    on. A later decision replaces it; the run acts on the one it finds when it reaches the call."""
+    decision = ApprovalDecision(approved=approved, by=by, reason=reason)
+    await idempotency.settle(
+        tenant, run_id, APPROVAL_PREFIX + request_id, decision.model_dump_json(), by=by
+    )
+
+
+async def decision_for(
+    idempotency: IdempotencyStore, tenant: str, run_id: str, request_id: str
+) -> ApprovalDecision | None:
+    record = await idempotency.read(tenant, run_id, APPROVAL_PREFIX + request_id)
+    if record is None or record.outcome is None:
+        return None
+    return ApprovalDecision.model_validate_json(record.outcome)
+
+
+async def _unnamed(
+    idempotency: IdempotencyStore, checkpoint: Checkpoint, history: HistoryStore | None
+) -> dict[str, str]:
+    """Call id -> tracking key of every call of the run that no frontier names."""
+    transcript = None
+    if checkpoint.history_handle is not None:
+        if history is None:
+            raise ConfigurationError(
+                f"run {checkpoint.run_id!r} keeps its transcript out of line: to find the calls "
+                "no frontier names, give the history store (history=...) that holds it"
+            )
+        transcript = await load_transcript(
+            history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle
+        )
+    plan = await plan_resume(checkpoint, idempotency, transcript)
+    return {record.call_id or record.key: record.key for record in plan.unaccounted}
+
+
+async def answerable(
+    idempotency: IdempotencyStore, checkpoint: Checkpoint, history: HistoryStore | None = None
+) -> dict[str, str]:
+    """Call id -> tracking key of every call a person may answer for now: each call outstanding
+    in ``checkpoint``, and each call no frontier names (``history`` resolves an out-of-line
+    transcript, which says which recorded calls the conversation already answers)."""
+    calls = {pending.call.id: tracking_key(pending) for pending in checkpoint.pending}
+    calls.update(await _unnamed(idempotency, checkpoint, history))
+    return calls
+
+
+async def resolve(
+    idempotency: IdempotencyStore,
+    checkpoint: Checkpoint,
+    call_id: str,
+    *,
+    ran: bool,
+    result: str | None,
+    by: str,
+    history: HistoryStore | None = None,
+) -> bool:
+    """Record a person's answer for a call of the run that is still undecidable: one
+    outstanding in ``checkpoint`` whose record is in flight, or one that no frontier names
+    (``history`` is needed to find those when the transcript is out of line). False, and
+    nothing written, otherwise.
+
+    Call it holding the run's lease: then no worker is dispatching the call meanwhile, and an
+    answer given twice cannot wipe out the dispatch the first one allowed.
+    """
+    pending = next((p for p in checkpoint.pending if p.call.id == call_id), None)
+    if pending is not None:
+        key = tracking_key(pending)
+    else:
+        unnamed = await _unnamed(idempotency, checkpoint, history)
+        if call_id not in unnamed:
+            named = [p.call.id for p in checkpoint.pending]
+            outstanding = ", ".join([*named, *unnamed]) or "none"
+            raise ConfigurationError(
+                f"run {checkpoint.run_id!r} has no outstanding call {call_id!r} "
+                f"(outstanding: {outstanding}); check the id with `agentrun inspect`"
+            )
+        key = unnamed[call_id]
+    if ran and result is None:
+        raise ConfigurationError(
+            f"an answer that call {call_id!r} ran needs its result: pass result= (what the call "
+            "returned), or ran=False if it did not run"
+        )
+    record = await idempotency.read(checkpoint.tenant, checkpoint.run_id, key)
+    if record is None:
+        return False
+    if record.state is ClaimState.IN_FLIGHT:
+        claimed_by: tuple[str, int] | None = (record.holder, record.fence)
+    elif pending is None:
+        claimed_by = None  # completed, and no frontier names it: the person accounts for it
+    else:
+        return False
+    return await idempotency.settle(
+        checkpoint.tenant,
+        checkpoint.run_id,
+        key,
+        result if ran else None,
+        by=by,
+        claimed_by=claimed_by,
+    )

@@ -1,0 +1,88 @@
+"""The operator's settings, from its environment (the Helm chart sets them)."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+
+from pydantic import Field
+
+from agentrun._base import FrozenModel
+from agentrun._errors import ConfigurationError
+from agentrun._history import SegmentForm
+from agentrun.operator._kube_secrets import DEFAULT_MAX_AGE
+from agentrun.operator._resource import CONTROLLER_PATTERN
+
+DEFAULT_CONTROLLER = "agentrun.dev/operator"
+"""The controller name of an install that does not set ``AGENTRUN_CONTROLLER_NAME``."""
+
+
+class OperatorConfig(FrozenModel):
+    store_url: str
+    worker_id: str = Field(min_length=1)
+    controller_name: str = Field(
+        default=DEFAULT_CONTROLLER, max_length=253, pattern=CONTROLLER_PATTERN
+    )
+    metrics_port: int = Field(default=9090, ge=0, le=65535)
+    lease_ttl: float = Field(default=60.0, gt=0)
+    lease_renew_within: float = Field(default=20.0, gt=0)
+    poll_interval: float = Field(default=1.0, gt=0)
+    kube_threads: int = Field(default=32, ge=1, le=1024)
+    """Threads of ``KubeApi``'s pool: the Kubernetes calls one replica has in flight at most."""
+    max_active_runs: int = Field(default=0, ge=0)
+    """Runs this replica drives at once, 0 for no limit (``slots``)."""
+    secret_max_age: float = Field(default=DEFAULT_MAX_AGE, ge=0)
+    """Seconds a Secret read is used for before it is read again, 0 at every request
+    (``kube_secrets``)."""
+    segment_form: SegmentForm = SegmentForm.ZSTD
+    """The form transcript segments are written in (``SegmentForm``): ``zlib-json`` while
+    replicas of chart 0.2.0 or earlier may still take runs over."""
+
+    @classmethod
+    def from_environment(cls) -> OperatorConfig:
+        store = os.environ.get("AGENTRUN_STORE_URL") or os.environ.get("AGENTRUN_STORE")
+        if not store:
+            from agentrun._errors import ConfigurationError
+
+            raise ConfigurationError(
+                "AGENTRUN_STORE_URL is not set; point it at the Redis or PostgreSQL store "
+                "(the Helm chart sets it from the store Secret)"
+            )
+        controller = os.environ.get("AGENTRUN_CONTROLLER_NAME") or DEFAULT_CONTROLLER
+        if len(controller) > 253 or not re.match(CONTROLLER_PATTERN, controller):
+            from agentrun._errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"AGENTRUN_CONTROLLER_NAME={controller!r} is not a controller name: a DNS "
+                f"subdomain, a slash and a name, like {DEFAULT_CONTROLLER} (the chart's value "
+                "sets it)"
+            )
+        pod = os.environ.get("AGENTRUN_WORKER_ID") or os.environ.get("HOSTNAME") or "operator"
+        return cls(
+            store_url=store,
+            # Unique per process, not per pod: a restarted container is a new holder.
+            worker_id=f"{pod}-{os.getpid()}-{secrets.token_hex(2)}",
+            controller_name=controller,
+            metrics_port=int(os.environ.get("AGENTRUN_METRICS_PORT", "9090")),
+            lease_ttl=float(os.environ.get("AGENTRUN_LEASE_TTL", "60")),
+            lease_renew_within=float(os.environ.get("AGENTRUN_LEASE_RENEW_WITHIN", "20")),
+            poll_interval=float(os.environ.get("AGENTRUN_POLL_INTERVAL", "1")),
+            kube_threads=int(os.environ.get("AGENTRUN_KUBE_THREADS", "32")),
+            max_active_runs=int(os.environ.get("AGENTRUN_MAX_ACTIVE_RUNS", "0")),
+            secret_max_age=float(os.environ.get("AGENTRUN_SECRET_MAX_AGE", str(DEFAULT_MAX_AGE))),
+            segment_form=_segment_form(os.environ.get("AGENTRUN_SEGMENT_FORM")),
+        )
+
+
+def _segment_form(given: str | None) -> SegmentForm:
+    if not given:
+        default: SegmentForm = OperatorConfig.model_fields["segment_form"].default
+        return default
+    try:
+        return SegmentForm(given)
+    except ValueError:
+        raise ConfigurationError(
+            f"AGENTRUN_SEGMENT_FORM={given!r} is not a segment form: use "
+            f"{' or '.join(form.value for form in SegmentForm)} (the chart's segmentForm sets it)"
+        ) from None

@@ -1,0 +1,33 @@
+"""What every handler of one operator process shares: config, stores, API, metrics, agents
+(those in the image, and the resolver that also finds Agent resources), the watch's news and the
+replicas it shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agentrun._backend import Backend
+from agentrun.operator._agent_resolver import AgentResolver
+from agentrun.operator._config import OperatorConfig
+from agentrun.operator._kubeapi import KubeApi
+from agentrun.operator._metrics import Metrics
+from agentrun.operator._news import Newsroom
+from agentrun.operator._peers import Peers
+from agentrun.operator._slots import RunSlots
+from agentrun.runner._registry import RegisteredAgent
+
+FINALIZER = "agentrun.dev/forget-run"
+"""Held while the stores keep something for the run, so deleting it can forget that."""
+
+
+@dataclass
+class OperatorContext:
+    config: OperatorConfig
+    backend: Backend
+    api: KubeApi
+    metrics: Metrics
+    agents: dict[str, RegisteredAgent]
+    resolver: AgentResolver
+    slots: RunSlots
+    peers: Peers
+    newsroom: Newsroom = field(default_factory=Newsroom)

@@ -1,0 +1,177 @@
+"""The few Kubernetes calls the operator makes itself, beyond what kopf does for it.
+
+kopf watches, dispatches and posts events, but its patches are merge patches of its own making.
+A fenced status write needs a JSON patch whose ``test`` operation the API server evaluates
+atomically against the stored object — that is what lets the API server, not the operator,
+refuse a superseded replica's write. So status writes, finalizer edits, the namespace lookup and
+what a declared agent needs (its Agent, its Secrets) go through the official client. Patches
+return the object as patched, which the next write is computed from: no read in between.
+
+That client blocks, so its calls run in a thread pool of their own (``THREADS``), never on the
+event loop's default executor: whatever else a process puts there (a tool's blocking work, a
+library's DNS lookups) cannot make a fenced status write wait, and a slow Kubernetes call cannot
+hold up anything else. The client's connection pool is sized to the thread pool, so a thread never
+waits for a connection either. Given ``Metrics``, it times every status patch and each call's wait
+for a thread (``agentrun_status_write_seconds``, ``agentrun_kube_pool_wait_seconds``): what says
+whether the pool is big enough.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar, cast
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from agentrun.operator._agent_resource import AGENT_PLURAL
+from agentrun.operator._metrics import Metrics
+from agentrun.operator._resource import GROUP, PLURAL, VERSION
+
+JSON_PATCH = "application/json-patch+json"
+
+
+class Rejected(Exception):
+    """The API server refused a patch: a failed ``test`` (superseded) or a conflict."""
+
+
+THREADS = 32
+"""Kubernetes calls one process has in flight at most, unless told otherwise
+(``AGENTRUN_KUBE_THREADS``); each takes milliseconds on a quiet API server."""
+
+T = TypeVar("T")
+
+
+def _load(threads: int) -> client.ApiClient:
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    else:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = threads
+    return client.ApiClient(configuration)
+
+
+class KubeApi:
+    def __init__(
+        self,
+        api_client: client.ApiClient | None = None,
+        metrics: Metrics | None = None,
+        threads: int = THREADS,
+    ) -> None:
+        self._client = api_client or _load(threads)
+        self._metrics = metrics
+        self._objects = client.CustomObjectsApi(self._client)
+        self._core = client.CoreV1Api(self._client)
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kubeapi")
+
+    async def _off_loop(self, call: Callable[[], T]) -> T:
+        """``call`` in this client's own threads (see the module's notes)."""
+        if self._metrics is None:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+        waiting = self._metrics.kube_pool_wait_seconds
+        asked = time.monotonic()
+
+        def timed() -> T:
+            waiting.observe(time.monotonic() - asked)
+            return call()
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool, timed)
+
+    async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._get_custom(PLURAL, namespace, name)
+
+    async def _get_custom(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """One of our custom objects (an AgentRun or an Agent); None if it is gone."""
+
+        def call() -> dict[str, Any] | None:
+            try:
+                found = self._objects.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, plural, name
+                )
+                return cast(dict[str, Any], found)
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+
+        return await self._off_loop(call)
+
+    async def patch_status(
+        self, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Apply a JSON patch to the status subresource and return the object as patched;
+        ``Rejected`` if a test fails."""
+
+        def call() -> dict[str, Any]:
+            try:
+                patched = self._objects.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, PLURAL, name, operations, _content_type=JSON_PATCH
+                )
+                return cast(dict[str, Any], patched)
+            except ApiException as error:
+                if error.status in (409, 422):
+                    raise Rejected(error.body) from error
+                raise
+
+        asked = time.monotonic()
+        try:
+            return await self._off_loop(call)
+        finally:
+            if self._metrics is not None:
+                self._metrics.status_write_seconds.observe(time.monotonic() - asked)
+
+    async def patch_object(
+        self, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """Apply a JSON patch to the object (its metadata: finalizers) and return it as patched;
+        None if it is gone, ``Rejected`` if a test fails."""
+
+        def call() -> dict[str, Any] | None:
+            try:
+                patched = self._objects.patch_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, name, operations, _content_type=JSON_PATCH
+                )
+                return cast(dict[str, Any], patched)
+            except ApiException as error:
+                if error.status in (409, 422):
+                    raise Rejected(error.body) from error
+                if error.status == 404:
+                    return None
+                raise
+
+        return await self._off_loop(call)
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str]:
+        def call() -> dict[str, str]:
+            found = self._core.read_namespace(namespace)
+            return dict((found.metadata and found.metadata.labels) or {})
+
+        return await self._off_loop(call)
+
+    # -- what a declared agent needs: its Agent resource and the Secrets it references ---------
+
+    async def get_agent(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._get_custom(AGENT_PLURAL, namespace, name)
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The Secret's data (base64, as the API server gives it); None if there is none."""
+
+        def call() -> dict[str, str] | None:
+            try:
+                found = self._core.read_namespaced_secret(name, namespace)
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+            return {key: str(value) for key, value in (found.data or {}).items()}
+
+        return await self._off_loop(call)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._client.close()  # type: ignore[no-untyped-call]

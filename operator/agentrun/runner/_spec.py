@@ -1,0 +1,149 @@
+"""A declared agent: its model endpoint, MCP servers and HTTP tools, written as data.
+
+What a person writes (or an ``Agent`` resource carries) to get an agent without writing Python:
+``DeclaredAgent.build`` (``agentrun.runner._declared``) turns it into the definition, provider and
+prices a runner uses. Keys, tokens and passwords are never written here: a value that is secret
+is a ``SecretReference``, read at each request by the resolver the caller supplies.
+
+Every model reads camelCase (as a Kubernetes resource is written) and snake_case; a mistake is
+refused with the field's path and what would fit.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Literal
+
+from pydantic import Field, JsonValue, field_validator, model_validator
+
+from agentrun._base import SpecModel
+from agentrun.runner._pricing import ModelPrice
+from agentrun.runner._secrets import MaybeSecret, SecretReference
+from agentrun.runner._tools import Disposition
+
+
+class RequestSettings(SpecModel):
+    """How each model request is made: how long one attempt may take, how often a retryable
+    failure (429, 5xx, a dropped connection, a timeout) is tried again, and the sampling
+    settings sent with it."""
+
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+class ModelSpec(RequestSettings):
+    """The model endpoint: ``openai`` is any OpenAI-compatible chat-completions server (vLLM,
+    llama.cpp, Ollama, most gateways); ``anthropic`` is the Anthropic Messages API."""
+
+    provider: Literal["openai", "anthropic"]
+    name: str = Field(min_length=1)
+    base_url: str | None = Field(default=None, alias="baseURL")
+    api_key: SecretReference | None = None
+    price: ModelPrice
+    """What a million tokens cost (0 for a model that costs nothing): every call is charged, and a
+    budget can only stop a run whose calls have a price."""
+
+
+class ToolOverride(SpecModel):
+    """What the spec says about one tool, over what its server declares."""
+
+    disposition: Disposition | None = None
+    key_arguments: tuple[str, ...] | None = None
+    requires_approval: bool = False
+    arguments: dict[str, MaybeSecret] = Field(default_factory=dict)
+    """Arguments the tool is always called with, hidden from the model (a secret among them is
+    read at each call)."""
+
+
+class McpServerSpec(SpecModel):
+    """An MCP server reached over streamable HTTP."""
+
+    name: str = Field(min_length=1)
+    url: str = Field(min_length=1)
+    headers: dict[str, MaybeSecret] = Field(default_factory=dict)
+    allowed_tools: tuple[str, ...] | None = None
+    """The tools the agent may use; None: every tool the server lists."""
+    tools: dict[str, ToolOverride] = Field(default_factory=dict)
+    timeout_seconds: float = Field(default=30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _overrides_are_allowed(self) -> McpServerSpec:
+        if self.allowed_tools is not None:
+            outside = sorted(set(self.tools) - set(self.allowed_tools))
+            if outside:
+                raise ValueError(
+                    f"tools overrides {outside} name tools outside allowedTools "
+                    f"{list(self.allowed_tools)}; add them to allowedTools or drop the overrides"
+                )
+        return self
+
+
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+QUERY_METHODS = ("GET", "DELETE")
+"""Methods whose arguments travel in the query string; every other sends them as a JSON body."""
+
+
+def placeholders(template: str) -> list[str]:
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+
+
+def _no_arguments() -> dict[str, JsonValue]:
+    return {"type": "object", "properties": {}}
+
+
+class HttpToolSpec(SpecModel):
+    """A tool that is one HTTP request: ``url`` may hold ``{argument}`` placeholders, the other
+    arguments go in the query (GET, DELETE) or as a JSON body."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str = ""
+    method: HttpMethod = "POST"
+    url: str = Field(min_length=1)
+    parameters: dict[str, JsonValue] = Field(default_factory=_no_arguments)
+    """The JSON schema of the arguments the model gives."""
+    key_arguments: tuple[str, ...] = ()
+    disposition: Disposition = Disposition.SIDE_EFFECTING
+    requires_approval: bool = False
+    headers: dict[str, MaybeSecret] = Field(default_factory=dict)
+    arguments: dict[str, MaybeSecret] = Field(default_factory=dict)
+    """Arguments the tool is always called with, hidden from the model."""
+    timeout_seconds: float = Field(default=30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _secrets_stay_out_of_urls(self) -> HttpToolSpec:
+        secret = sorted(n for n, v in self.arguments.items() if isinstance(v, SecretReference))
+        in_url = sorted(set(secret) & set(placeholders(self.url)))
+        if in_url:
+            raise ValueError(
+                f"arguments {in_url} are secrets and would be written into the URL, which "
+                "clients, proxies and servers log; send them in a header instead"
+            )
+        if secret and self.method in QUERY_METHODS:
+            raise ValueError(
+                f"arguments {secret} are secrets and {self.method} sends arguments in the query "
+                "string, which clients, proxies and servers log; send them in a header instead"
+            )
+        return self
+
+
+class ToolsSpec(SpecModel):
+    mcp: tuple[McpServerSpec, ...] = ()
+    http: tuple[HttpToolSpec, ...] = ()
+
+    @field_validator("mcp")
+    @classmethod
+    def _servers_named_once(cls, servers: tuple[McpServerSpec, ...]) -> tuple[McpServerSpec, ...]:
+        names = [server.name for server in servers]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"MCP servers {twice} are named twice; give each its own name")
+        return servers
+
+
+class AgentSpec(SpecModel):
+    model: ModelSpec
+    instructions: str
+    max_iterations: int = Field(default=25, ge=1)
+    tools: ToolsSpec = Field(default_factory=ToolsSpec)

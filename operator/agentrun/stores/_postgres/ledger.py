@@ -1,0 +1,94 @@
+"""``PostgresLedger``: a run's charges, each counted once, refused whole past the budget.
+
+A charge must see every charge before it, or two concurrent charges could each fit the budget
+and together exceed it. A single statement cannot promise that: its snapshot is taken before it
+waits for the run's fence row. So a charge is a short transaction: the fence check-and-raise
+first (which locks the run's fence row until commit, and so orders every charge of the run),
+then the charge, whose statement starts after the lock and therefore sees all earlier charges.
+
+The run's total is kept in ``ledger_totals`` and raised by the statement that inserts the
+charge, so a charge reads one row however many came before it (summing them made a run's
+charges cost the square of their number). A run charged before the schema kept totals has no
+row; its next charge sums its charges once (``COALESCE`` evaluates the sum only then).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agentrun._errors import BudgetExceededError
+from agentrun.stores._postgres._shared import (
+    FENCE_CTE,
+    PostgresStore,
+    admit,
+)
+
+_FENCE = "WITH " + FENCE_CTE + " SELECT current FROM fence"
+SPENT_SO_FAR = (
+    "COALESCE((SELECT spent FROM {ledger_totals} WHERE tenant = $1 AND run_id = $2), "
+    "(SELECT COALESCE(sum(micros), 0) FROM {ledger} WHERE tenant = $1 AND run_id = $2))::bigint"
+)
+_CHARGE = (
+    "WITH prior AS (SELECT " + SPENT_SO_FAR + " AS spent, EXISTS (SELECT 1 FROM {ledger} "
+    "WHERE tenant = $1 AND run_id = $2 AND charge_id = $3) AS seen), "
+    "added AS ("
+    "INSERT INTO {ledger} (tenant, run_id, charge_id, micros) "
+    "SELECT $1, $2, $3, $4::bigint FROM prior "
+    "WHERE NOT seen AND ($5::bigint IS NULL OR spent + $4::bigint <= $5::bigint) RETURNING 1), "
+    "total AS ("
+    "INSERT INTO {ledger_totals} (tenant, run_id, spent) "
+    "SELECT $1, $2, spent + $4::bigint FROM prior WHERE EXISTS (SELECT 1 FROM added) "
+    "ON CONFLICT (tenant, run_id) DO UPDATE SET spent = EXCLUDED.spent) "
+    "SELECT spent, seen, (SELECT count(*) FROM added) AS added FROM prior"
+)
+_SPENT = "SELECT " + SPENT_SO_FAR + " AS spent"
+_FORGET = (
+    "WITH charges AS (DELETE FROM {ledger} WHERE tenant = $1 AND run_id = $2) "
+    "DELETE FROM {ledger_totals} WHERE tenant = $1 AND run_id = $2"
+)
+
+
+class PostgresLedger(PostgresStore):
+    name = "PostgreSQL ledger"
+
+    def _prepare(self, sql: Callable[[str], str]) -> None:
+        self._fence, self._charge = sql(_FENCE), sql(_CHARGE)
+        self._spent, self._forget = sql(_SPENT), sql(_FORGET)
+
+    async def charge(
+        self,
+        tenant: str,
+        run_id: str,
+        charge_id: str,
+        micros: int,
+        *,
+        budget: int | None,
+        fence: int,
+    ) -> int:
+        timeout = self._db.timeout
+        async with (
+            self._db.connection(f"charge run {run_id!r}") as connection,
+            connection.transaction(),
+        ):
+            current = await connection.fetchval(self._fence, tenant, run_id, fence, timeout=timeout)
+            admit(tenant, run_id, fence, int(current), "ledger charge")
+            row = await connection.fetchrow(
+                self._charge, tenant, run_id, charge_id, micros, budget, timeout=timeout
+            )
+        spent = int(row["spent"])
+        if row["seen"]:
+            return spent
+        if not row["added"]:
+            raise BudgetExceededError(run_id, spent, micros, budget or 0)
+        return spent + micros
+
+    async def spent(self, tenant: str, run_id: str) -> int:
+        row = await self._db.fetchrow(
+            f"read the spend of run {run_id!r}", self._spent, tenant, run_id
+        )
+        return int(row["spent"])
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self._db.execute(
+            f"forget the charges of run {run_id!r}", self._forget, tenant, run_id
+        )
