@@ -379,11 +379,11 @@ class Checkpointer:
             persisted, messages, appended = self._persistable(checkpoint)
             payload = encode_spliced(persisted, messages)
         except Exception as error:
-            raise CheckpointEncodingError(checkpoint.run_id, error) from error
+            raise CheckpointEncodingError(run_id=checkpoint.run_id, cause=error) from error
         try:
             if len(payload) > self.policy.max_bytes:
                 raise CheckpointTooLargeError(
-                    checkpoint.run_id, len(payload), self.policy.max_bytes
+                    run_id=checkpoint.run_id, size=len(payload), limit=self.policy.max_bytes
                 )
             if self.commits is None:
                 if appended is not None and self.history is not None:
@@ -630,9 +630,9 @@ class Checkpointer:
         history = history or self.history
         if history is None:
             raise HistoryUnavailableError(
-                checkpoint.run_id,
-                checkpoint.history_handle,
-                "no history store is configured on this worker",
+                run_id=checkpoint.run_id,
+                handle=checkpoint.history_handle,
+                why="no history store is configured on this worker",
             )
         read = await read_chain(
             history,
@@ -645,9 +645,9 @@ class Checkpointer:
         messages = read.messages
         if len(messages) != checkpoint.history_length:
             raise HistoryUnavailableError(
-                checkpoint.run_id,
-                checkpoint.history_handle,
-                f"it holds {len(messages)} messages, the checkpoint expects "
+                run_id=checkpoint.run_id,
+                handle=checkpoint.history_handle,
+                why=f"it holds {len(messages)} messages, the checkpoint expects "
                 f"{checkpoint.history_length}",
             )
         self._chains[(checkpoint.tenant, checkpoint.run_id)] = _Chain.taken_up(

@@ -74,7 +74,7 @@ class CheckpointTooLargeError(AgentRunError):
 
     outcome = Outcome.CHECKPOINT_TOO_LARGE
 
-    def __init__(self, run_id: str, size: int, limit: int) -> None:
+    def __init__(self, *, run_id: str, size: int, limit: int) -> None:
         self.run_id = run_id
         self.size = size
         self.limit = limit
@@ -96,7 +96,7 @@ class CheckpointEncodingError(AgentRunError):
 
     outcome = Outcome.REFUSED
 
-    def __init__(self, run_id: str, cause: Exception) -> None:
+    def __init__(self, *, run_id: str, cause: Exception) -> None:
         self.run_id = run_id
         super().__init__(
             f"the checkpoint of run {run_id!r} could not be masked and encoded: "
@@ -111,7 +111,7 @@ class CheckpointFormatError(AgentRunError):
 
     outcome = Outcome.FORMAT_UNSUPPORTED
 
-    def __init__(self, run_id: str | None, found: object, supported: int) -> None:
+    def __init__(self, *, run_id: str | None, found: object, supported: int) -> None:
         self.run_id = run_id
         self.found = found
         self.supported = supported
@@ -136,9 +136,9 @@ class IndeterminateToolCallError(AgentRunError):
 
     def __init__(
         self,
+        *,
         run_id: str,
         calls: Sequence[tuple[str, str]],
-        *,
         unnamed: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.run_id = run_id
@@ -183,9 +183,9 @@ class RunLeaseError(AgentRunError):
 
     def __init__(
         self,
+        *,
         run_id: str,
         tenant: str,
-        *,
         requested_by: str,
         holder: str | None,
         fence: int,
@@ -230,7 +230,7 @@ class HistoryUnavailableError(AgentRunError):
 
     outcome = Outcome.HISTORY_UNAVAILABLE
 
-    def __init__(self, run_id: str, handle: str, why: str) -> None:
+    def __init__(self, *, run_id: str, handle: str, why: str) -> None:
         self.run_id = run_id
         self.handle = handle
         super().__init__(
@@ -245,7 +245,7 @@ class RevisionMismatchError(AgentRunError):
 
     outcome = Outcome.REVISION_MISMATCH
 
-    def __init__(self, run_id: str, pinned: str, offered: str) -> None:
+    def __init__(self, *, run_id: str, pinned: str, offered: str) -> None:
         self.run_id = run_id
         self.pinned = pinned
         self.offered = offered
@@ -261,7 +261,7 @@ class BudgetExceededError(AgentRunError):
 
     outcome = Outcome.BUDGET_EXCEEDED
 
-    def __init__(self, run_id: str, spent: int, charge: int, budget: int) -> None:
+    def __init__(self, *, run_id: str, spent: int, charge: int, budget: int) -> None:
         self.run_id = run_id
         self.spent = spent
         self.charge = charge

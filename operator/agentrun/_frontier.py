@@ -141,21 +141,27 @@ def decode(payload: bytes | str, *, run_id: str | None = None) -> Checkpoint:
     try:
         raw = json.loads(payload)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise CheckpointFormatError(run_id, f"unparseable ({exc})", CHECKPOINT_FORMAT) from exc
+        raise CheckpointFormatError(
+            run_id=run_id, found=f"unparseable ({exc})", supported=CHECKPOINT_FORMAT
+        ) from exc
     if not isinstance(raw, dict):
         kinds = {list: "array", str: "string", bool: "boolean", type(None): "null"}
         kind = kinds.get(type(raw), "number")
         raise CheckpointFormatError(
-            run_id, f"a JSON {kind} where a frontier object belongs", CHECKPOINT_FORMAT
+            run_id=run_id,
+            found=f"a JSON {kind} where a frontier object belongs",
+            supported=CHECKPOINT_FORMAT,
         )
     version = raw.get("format_version")
     if type(version) is not int or not 1 <= version <= CHECKPOINT_FORMAT:
-        raise CheckpointFormatError(run_id, version, CHECKPOINT_FORMAT)
+        raise CheckpointFormatError(run_id=run_id, found=version, supported=CHECKPOINT_FORMAT)
     try:
         return Checkpoint.model_validate(raw)
     except ValidationError as exc:
         raise CheckpointFormatError(
-            run_id, f"invalid ({exc.error_count()} errors: {exc})", CHECKPOINT_FORMAT
+            run_id=run_id,
+            found=f"invalid ({exc.error_count()} errors: {exc})",
+            supported=CHECKPOINT_FORMAT,
         ) from exc
 
 

@@ -180,9 +180,13 @@ def committed_handle(boundary: BoundaryCommit) -> str | None:
 def verified(run_id: str, handle: str, segment: bytes | None) -> bytes:
     """The segment, if it is present and is the one ``handle`` names."""
     if segment is None:
-        raise HistoryUnavailableError(run_id, handle, "no segment is stored under it")
+        raise HistoryUnavailableError(
+            run_id=run_id, handle=handle, why="no segment is stored under it"
+        )
     if handle_for(segment) != handle:
-        raise HistoryUnavailableError(run_id, handle, "the stored bytes do not match the handle")
+        raise HistoryUnavailableError(
+            run_id=run_id, handle=handle, why="the stored bytes do not match the handle"
+        )
     return segment
 
 
@@ -332,7 +336,9 @@ def _header(run_id: str, handle: str, stored: bytes) -> _Header | None:
                 previous_text.decode() or None, int(length_text), at, SegmentForm.ZLIB_JSON
             )
     except (ValueError, UnicodeDecodeError) as exc:
-        raise HistoryUnavailableError(run_id, handle, f"a segment is unreadable ({exc})") from exc
+        raise HistoryUnavailableError(
+            run_id=run_id, handle=handle, why=f"a segment is unreadable ({exc})"
+        ) from exc
     return None
 
 
@@ -352,7 +358,9 @@ def _parsed(run_id: str, handle: str, body: bytes) -> Segment:
     try:
         return Segment.model_validate_json(body)
     except ValidationError as exc:
-        raise HistoryUnavailableError(run_id, handle, f"a segment is unreadable ({exc})") from exc
+        raise HistoryUnavailableError(
+            run_id=run_id, handle=handle, why=f"a segment is unreadable ({exc})"
+        ) from exc
 
 
 _MESSAGES: TypeAdapter[tuple[Message, ...]] = TypeAdapter(tuple[Message, ...])
@@ -403,14 +411,14 @@ def _decoded_link(run_id: str, link: _Link, context: bytes) -> tuple[tuple[Messa
         segment = _parsed(run_id, link.handle, body)
         if segment.previous != link.header.previous:
             raise HistoryUnavailableError(
-                run_id, link.handle, "its header and its body name other chains"
+                run_id=run_id, handle=link.handle, why="its header and its body name other chains"
             )
         return segment.messages, body
     try:
         return _MESSAGES.validate_json(body), body
     except ValidationError as exc:
         raise HistoryUnavailableError(
-            run_id, link.handle, f"a segment is unreadable ({exc})"
+            run_id=run_id, handle=link.handle, why=f"a segment is unreadable ({exc})"
         ) from exc
 
 
@@ -432,7 +440,9 @@ def _inflated(run_id: str, handle: str, stored: bytes, header: _Header, context:
         if not inflate.eof or inflate.unused_data:
             raise ValueError("its compressed stream is cut short or followed by other bytes")
     except (ValueError, zlib.error, zstandard.ZstdError) as exc:
-        raise HistoryUnavailableError(run_id, handle, f"a segment is unreadable ({exc})") from exc
+        raise HistoryUnavailableError(
+            run_id=run_id, handle=handle, why=f"a segment is unreadable ({exc})"
+        ) from exc
     return body
 
 
@@ -500,7 +510,9 @@ async def read_chain(
     seen: set[str] = set()
     while cursor is not None:
         if cursor in seen:
-            raise HistoryUnavailableError(run_id, handle, "its segments form a cycle")
+            raise HistoryUnavailableError(
+                run_id=run_id, handle=handle, why="its segments form a cycle"
+            )
         seen.add(cursor)
         stored = (
             await store.fetch(tenant, run_id, cursor)

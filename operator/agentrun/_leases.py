@@ -221,8 +221,8 @@ class Leaseholder:
             self._lose("it would lapse before it could be renewed")
         if self.lost.is_set():
             raise RunLeaseError(
-                self.lease.run_id,
-                self.lease.tenant,
+                run_id=self.lease.run_id,
+                tenant=self.lease.tenant,
                 requested_by=self.lease.holder,
                 holder=None,
                 fence=self.lease.fence,
@@ -336,8 +336,8 @@ def renewal_refused(lease: RunLease, live: tuple[str, int] | None) -> RunLeaseEr
     holds the run now) or another (holder, fence) took the run."""
     if live is None:
         return RunLeaseError(
-            lease.run_id,
-            lease.tenant,
+            run_id=lease.run_id,
+            tenant=lease.tenant,
             requested_by=lease.holder,
             holder=None,
             fence=lease.fence,
@@ -345,8 +345,8 @@ def renewal_refused(lease: RunLease, live: tuple[str, int] | None) -> RunLeaseEr
         )
     holder, fence = live
     return RunLeaseError(
-        lease.run_id,
-        lease.tenant,
+        run_id=lease.run_id,
+        tenant=lease.tenant,
         requested_by=lease.holder,
         holder=holder,
         fence=fence,

@@ -216,8 +216,8 @@ def refuse_if_undecidable(plan: ResumePlan) -> None:
     """Raise ``IndeterminateToolCallError`` naming every call nobody can decide."""
     if not plan.safe:
         raise IndeterminateToolCallError(
-            plan.run_id,
-            [(p.call.id, p.call.name) for p in plan.indeterminate],
+            run_id=plan.run_id,
+            calls=[(p.call.id, p.call.name) for p in plan.indeterminate],
             unnamed=[(r.call_id or r.key, r.tool or "a tool") for r in plan.unaccounted],
         )
 

@@ -44,22 +44,24 @@ CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], Outcome, str
         "retry when the store is back",
     ),
     CheckpointTooLargeError: (
-        lambda: CheckpointTooLargeError(RUN, 2_000_000, 1_048_576),
+        lambda: CheckpointTooLargeError(run_id=RUN, size=2_000_000, limit=1_048_576),
         Outcome.CHECKPOINT_TOO_LARGE,
         "Raise max_bytes",
     ),
     CheckpointEncodingError: (
-        lambda: CheckpointEncodingError(RUN, UnicodeEncodeError("utf-8", "\ud800", 0, 1, "no")),
+        lambda: CheckpointEncodingError(
+            run_id=RUN, cause=UnicodeEncodeError("utf-8", "\ud800", 0, 1, "no")
+        ),
         Outcome.REFUSED,
         "fix that, then resume from the last frontier written",
     ),
     CheckpointFormatError: (
-        lambda: CheckpointFormatError(RUN, 9, 1),
+        lambda: CheckpointFormatError(run_id=RUN, found=9, supported=1),
         Outcome.FORMAT_UNSUPPORTED,
         "resume it with a worker running a kit that knows",
     ),
     IndeterminateToolCallError: (
-        lambda: IndeterminateToolCallError(RUN, [("call-1", "book_flight")]),
+        lambda: IndeterminateToolCallError(run_id=RUN, calls=[("call-1", "book_flight")]),
         Outcome.INDETERMINATE,
         "Check the tool's own status",
     ),
@@ -69,7 +71,9 @@ CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], Outcome, str
         "Wait for it",
     ),
     RunLeaseError: (
-        lambda: RunLeaseError(RUN, "acme", requested_by="worker-9", holder="worker-2", fence=4),
+        lambda: RunLeaseError(
+            run_id=RUN, tenant="acme", requested_by="worker-9", holder="worker-2", fence=4
+        ),
         Outcome.HELD_ELSEWHERE,
         "it will be free once that lease lapses or is released",
     ),
@@ -81,17 +85,19 @@ CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], Outcome, str
         "it must stop working on the run",
     ),
     HistoryUnavailableError: (
-        lambda: HistoryUnavailableError(RUN, "sha256:ab", "no segment is stored under it"),
+        lambda: HistoryUnavailableError(
+            run_id=RUN, handle="sha256:ab", why="no segment is stored under it"
+        ),
         Outcome.HISTORY_UNAVAILABLE,
         "restore the history store or start the run again",
     ),
     RevisionMismatchError: (
-        lambda: RevisionMismatchError(RUN, "rev-1", "rev-2"),
+        lambda: RevisionMismatchError(run_id=RUN, pinned="rev-1", offered="rev-2"),
         Outcome.REVISION_MISMATCH,
         "deploy the pinned revision",
     ),
     BudgetExceededError: (
-        lambda: BudgetExceededError(RUN, 900, 200, 1000),
+        lambda: BudgetExceededError(run_id=RUN, spent=900, charge=200, budget=1000),
         Outcome.BUDGET_EXCEEDED,
         "Raise the run's budget",
     ),
@@ -153,14 +159,14 @@ def test_message_names_the_run(cls: type[AgentRunError]) -> None:
 
 
 def test_the_two_that_must_never_be_retried() -> None:
-    indeterminate = IndeterminateToolCallError(RUN, [("c1", "charge_card")])
+    indeterminate = IndeterminateToolCallError(run_id=RUN, calls=[("c1", "charge_card")])
     stale = StaleFenceError(run_id=RUN, tenant="acme", fence=1, current=2, what="history write")
     assert not indeterminate.retryable
     assert not stale.retryable
 
 
 def test_the_ones_that_may_be_retried() -> None:
-    assert RunLeaseError(RUN, "t", requested_by="a", holder="b", fence=1).retryable
+    assert RunLeaseError(run_id=RUN, tenant="t", requested_by="a", holder="b", fence=1).retryable
     assert ResumeConflictError(run_id=RUN, tenant="t", holder="b").retryable
     assert StoreUnavailableError("pg", "read", OSError("down")).retryable
 
@@ -171,7 +177,7 @@ def test_configuration_error_is_not_retryable() -> None:
 
 def test_indeterminate_names_every_call_and_carries_the_run() -> None:
     calls = [("call-1", "book_flight"), ("call-2", "charge_card"), ("call-3", "send_email")]
-    error = IndeterminateToolCallError(RUN, calls)
+    error = IndeterminateToolCallError(run_id=RUN, calls=calls)
     assert error.run_id == RUN
     assert error.calls == tuple(calls)
     message = str(error)
@@ -181,7 +187,9 @@ def test_indeterminate_names_every_call_and_carries_the_run() -> None:
 
 
 def test_run_lease_error_names_holder_requester_and_fence() -> None:
-    error = RunLeaseError(RUN, "acme", requested_by="worker-9", holder="worker-2", fence=41)
+    error = RunLeaseError(
+        run_id=RUN, tenant="acme", requested_by="worker-9", holder="worker-2", fence=41
+    )
     message = str(error)
     assert "'worker-2'" in message
     assert "'worker-9'" in message
@@ -192,7 +200,12 @@ def test_run_lease_error_names_holder_requester_and_fence() -> None:
 
 def test_run_lease_error_detail_replaces_the_holder_sentence() -> None:
     error = RunLeaseError(
-        RUN, "acme", requested_by="w1", holder=None, fence=3, detail="the lease was lost: x"
+        run_id=RUN,
+        tenant="acme",
+        requested_by="w1",
+        holder=None,
+        fence=3,
+        detail="the lease was lost: x",
     )
     assert "the lease was lost: x" in str(error)
     assert "held by" not in str(error)
@@ -215,13 +228,13 @@ def test_store_unavailable_names_store_operation_and_cause() -> None:
 
 
 def test_too_large_reports_size_and_cap() -> None:
-    error = CheckpointTooLargeError(RUN, 2_000_001, 1_048_576)
+    error = CheckpointTooLargeError(run_id=RUN, size=2_000_001, limit=1_048_576)
     assert "2000001 bytes" in str(error)
     assert "1048576-byte cap" in str(error)
     assert (error.size, error.limit) == (2_000_001, 1_048_576)
 
 
 def test_format_error_without_a_run_still_reads() -> None:
-    error = CheckpointFormatError(None, "unparseable", 1)
+    error = CheckpointFormatError(run_id=None, found="unparseable", supported=1)
     assert "a run" in str(error)
     assert error.run_id is None

@@ -105,7 +105,7 @@ async def test_losing_to_another_holder_sets_lost_and_stops_the_run(clock: Manua
 
 
 async def test_a_refused_renewal_sets_lost(clock: ManualClock) -> None:
-    refusal = RunLeaseError(RUN, TENANT, requested_by="w1", holder="w9", fence=7)
+    refusal = RunLeaseError(run_id=RUN, tenant=TENANT, requested_by="w1", holder="w9", fence=7)
     store = Renewals(MemoryLeaseStore(clock=clock), refusal)
     async with await Leaseholder.acquire(store, TENANT, RUN, "w1", FAST, clock=clock) as holder:
         await clock.pass_time(0.3)  # renewal due after 0.2s

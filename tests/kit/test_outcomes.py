@@ -95,7 +95,10 @@ def test_a_retry_exit_code_means_a_retry_can_help(outcome: Outcome) -> None:
 @pytest.mark.parametrize(
     ("error", "exit_code"),
     [
-        (CheckpointTooLargeError("r", 2_000_000, 1_048_576), Exit.MUST_NOT_CARRY_ON),
+        (
+            CheckpointTooLargeError(run_id="r", size=2_000_000, limit=1_048_576),
+            Exit.MUST_NOT_CARRY_ON,
+        ),
         (
             StaleFenceError(run_id="r", tenant="t", fence=1, current=2, what="checkpoint write"),
             Exit.HELD_ELSEWHERE,

@@ -26,4 +26,6 @@ def held_elsewhere(
 ) -> RunLeaseError:
     """What a store raises when ``requested_by`` asks for the lease on a run that ``holder``
     holds, live, under ``fence``."""
-    return RunLeaseError(run_id, tenant, requested_by=requested_by, holder=holder, fence=fence)
+    return RunLeaseError(
+        run_id=run_id, tenant=tenant, requested_by=requested_by, holder=holder, fence=fence
+    )

@@ -130,7 +130,9 @@ class Dispatcher:
         if not claim.won:
             if claim.record.state is ClaimState.COMPLETED and claim.record.outcome is not None:
                 return claim.record.outcome
-            raise IndeterminateToolCallError(state.run_id, [(pending.call.id, tool.name)])
+            raise IndeterminateToolCallError(
+                run_id=state.run_id, calls=[(pending.call.id, tool.name)]
+            )
         try:
             outcome = await self._call(tool, pending, key=handed)
         except asyncio.CancelledError:
@@ -152,7 +154,9 @@ class Dispatcher:
                 pending.call.id,
                 state.run_id,
             )
-            raise IndeterminateToolCallError(state.run_id, [(pending.call.id, tool.name)]) from exc
+            raise IndeterminateToolCallError(
+                run_id=state.run_id, calls=[(pending.call.id, tool.name)]
+            ) from exc
         try:
             await self.idempotency.record(
                 state.tenant, state.run_id, key, outcome, holder=state.holder, fence=state.fence

@@ -370,7 +370,7 @@ class AgentRunner:
     ) -> RunResult:
         if checkpoint.agent_revision != agent.revision:
             raise RevisionMismatchError(
-                checkpoint.run_id, checkpoint.agent_revision, agent.revision
+                run_id=checkpoint.run_id, pinned=checkpoint.agent_revision, offered=agent.revision
             )
         refuse_if_undecidable(plan)
         budget = checkpoint.metadata.get("budget_micros")

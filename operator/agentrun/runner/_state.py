@@ -102,7 +102,9 @@ def refuse_over_budget(state: RunState, *, at_most: bool = False) -> None:
     if budget is not None and (
         state.cost_micros >= budget if at_most else state.cost_micros > budget
     ):
-        raise BudgetExceededError(state.run_id, state.cost_micros, 0, budget)
+        raise BudgetExceededError(
+            run_id=state.run_id, spent=state.cost_micros, charge=0, budget=budget
+        )
 
 
 def finished(messages: Sequence[Message]) -> bool:

@@ -333,7 +333,7 @@ class MemoryLedger:
         if charge_id in charges:
             return spent
         if budget is not None and spent + micros > budget:
-            raise BudgetExceededError(run_id, spent, micros, budget)
+            raise BudgetExceededError(run_id=run_id, spent=spent, charge=micros, budget=budget)
         charges.add(charge_id)
         self._spent[run] = spent + micros
         return spent + micros

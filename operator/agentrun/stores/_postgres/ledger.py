@@ -79,7 +79,7 @@ class PostgresLedger(PostgresStore):
         if row["seen"]:
             return spent
         if not row["added"]:
-            raise BudgetExceededError(run_id, spent, micros, budget or 0)
+            raise BudgetExceededError(run_id=run_id, spent=spent, charge=micros, budget=budget or 0)
         return spent + micros
 
     async def spent(self, tenant: str, run_id: str) -> int:

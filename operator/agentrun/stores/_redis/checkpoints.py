@@ -106,7 +106,9 @@ class RedisCheckpointStore(RedisStore):
 
     def _fits(self, run_id: str, payload: bytes) -> None:
         if len(payload) > self.max_value_bytes:
-            raise CheckpointTooLargeError(run_id, len(payload), self.max_value_bytes)
+            raise CheckpointTooLargeError(
+                run_id=run_id, size=len(payload), limit=self.max_value_bytes
+            )
 
     async def latest(self, tenant: str, run_id: str) -> bytes | None:
         run = self._keys(tenant, run_id)

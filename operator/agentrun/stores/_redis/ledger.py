@@ -50,7 +50,7 @@ class RedisLedger(RedisStore):
         spent = int(text(reply[1]))
         if reply[0] == b"over":
             assert budget is not None
-            raise BudgetExceededError(run_id, spent, micros, budget)
+            raise BudgetExceededError(run_id=run_id, spent=spent, charge=micros, budget=budget)
         return spent
 
     async def spent(self, tenant: str, run_id: str) -> int:

@@ -43,7 +43,7 @@ def charged(
     ):
         return int(spent)
     if budget is not None and spent + micros > budget:
-        raise BudgetExceededError(run_id, spent, micros, budget)
+        raise BudgetExceededError(run_id=run_id, spent=spent, charge=micros, budget=budget)
     connection.execute(
         "INSERT INTO agentrun_charges (tenant, run_id, charge_id, micros) VALUES (?, ?, ?, ?)",
         (tenant, run_id, charge_id, micros),
