@@ -169,9 +169,10 @@ class Faults:
                         os.kill(os.getpid(), signal.SIGKILL)
                     return 0
 
-                # The real transaction runs on the store's own connection; the progress handler
-                # fires inside it, between SQLite VM steps, before COMMIT.
-                await self.inner._database.read(
+                # The real transaction runs on the store's own connection (behind the StoreSet's
+                # checks, ``inner``); the progress handler fires inside it, between SQLite VM
+                # steps, before COMMIT.
+                await self.inner.inner._database.read(
                     "arm", lambda c: c.set_progress_handler(kill_midway, 20)
                 )
             return await self.inner.commit(boundary)
