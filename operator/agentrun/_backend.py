@@ -22,7 +22,8 @@ what it stores is ``_frontier``'s and how a frontier is written is ``_checkpoint
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, Self
 
@@ -164,3 +165,16 @@ class StoreSet:
 
     async def __aexit__(self, *_: object) -> None:
         await self.close()
+
+
+@asynccontextmanager
+async def closed_on_failure(closer: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+    """Around what an adapter checks between opening its connection and handing its stores
+    back (a schema applied or verified, a server's eviction policy): if that fails, or is
+    cancelled, the connection is closed before the error goes on, since nobody else holds it
+    yet to close it."""
+    try:
+        yield
+    except BaseException:
+        await closer()
+        raise

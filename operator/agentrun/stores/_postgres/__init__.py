@@ -15,7 +15,7 @@ statement (the ledger: the same transaction) as the write itself.
 
 from __future__ import annotations
 
-from agentrun._backend import StoreSet
+from agentrun._backend import StoreSet, closed_on_failure
 from agentrun.stores._postgres._lane import Lane
 from agentrun.stores._postgres._shared import PostgresTables, create_pool, redacted
 from agentrun.stores._postgres.checkpoints import PostgresCheckpointStore
@@ -51,11 +51,8 @@ async def open_backend(url: str, *, tables: PostgresTables | None = None) -> Sto
     """The five stores on a new pool for ``url``, after ``verify`` accepted the schema; closing
     the backend hands the kept connection back, then closes the pool."""
     pool = await create_pool(url)
-    try:
+    async with closed_on_failure(pool.close):
         await verify(pool, tables)
-    except BaseException:
-        await pool.close()
-        raise
     lane = Lane(pool)
 
     async def close() -> None:

@@ -50,7 +50,7 @@ with driver("redis", extra="redis"):
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
-from agentrun._backend import StoreSet
+from agentrun._backend import StoreSet, closed_on_failure
 from agentrun._errors import ConfigurationError
 from agentrun._storecore.classify import REDIS, classified
 from agentrun.stores._redis._shared import DEFAULT_PREFIX, DRIVER_ERRORS, Client, reply_code
@@ -137,11 +137,8 @@ async def open_backend(url: str) -> StoreSet:
     backend = backend_on(
         client, prefix=options.prefix, max_value_bytes=options.max_value_bytes, url=url
     )
-    try:
+    async with closed_on_failure(backend.close):
         await refuse_evicting_server(client, options.where)
-    except BaseException:
-        await backend.close()
-        raise
     return backend
 
 

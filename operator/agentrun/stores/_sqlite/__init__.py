@@ -10,7 +10,7 @@ timeout, ``synchronous=FULL``, the database's clock) is explained in ``_database
 
 from __future__ import annotations
 
-from agentrun._backend import StoreSet
+from agentrun._backend import StoreSet, closed_on_failure
 from agentrun.stores._sqlite._database import Database, parse_url
 from agentrun.stores._sqlite.checkpoints import SqliteCheckpointStore
 from agentrun.stores._sqlite.commits import SqliteCommitStore
@@ -38,11 +38,8 @@ async def open_backend(url: str, *, create: bool = True) -> StoreSet:
     file that does not exist is refused instead of made (and its folder with it)."""
     path, busy_timeout_ms = parse_url(url)
     database = await Database.open(path, busy_timeout_ms, create)
-    try:
+    async with closed_on_failure(database.close):
         await database.write("apply its schema", lambda connection: install(connection, path))
-    except BaseException:
-        await database.close()
-        raise
     return StoreSet(
         checkpoints=SqliteCheckpointStore(database),
         leases=SqliteLeaseStore(database),
