@@ -20,6 +20,7 @@ import kopf
 from agentrun._compat.kopf import changing_handlers, spawning_handlers
 from agentrun._errors import ConfigurationError
 from agentrun._redaction import Masker, MaskingFilter
+from agentrun.operator import _stopping as stopping
 from agentrun.operator._agent_resolver import AgentResolver
 from agentrun.operator._config import DEFAULT_CONTROLLER, OperatorConfig
 from agentrun.operator._context import OperatorContext
@@ -118,18 +119,28 @@ def daemon_finalizer(controller: str) -> str:
     return "agentrun.dev/daemon" if controller == DEFAULT_CONTROLLER else f"{controller}-daemon"
 
 
-def raise_a_pending_stop() -> None:
-    """Raise the cancellation kopf sent this start-up, if it is still pending at its end.
+async def raise_a_pending_stop() -> None:
+    """Stop here, at the end of start-up, if the operator was told to stop while it started.
 
-    kopf stops an operator told to stop while it starts (a SIGTERM once it listens) by
-    cancelling the start-up activity. A cancellation is delivered only where a coroutine awaits,
-    and start-up spends seconds in code that does not (importing the agents, below the store's
-    opening): one that came then was delivered after the activity had counted as done, where
-    kopf does not take it for a stop, and the replica finished starting and ran on, still up a
-    minute after the signal (``tests/kube/test_operator_start_stop.py``). The request stays
-    counted on the task (``Task.cancelling``), so it is raised here, after the last await."""
+    Two ways a stop can come then and be missed:
+
+    * kopf stops an operator told to stop while it starts (a SIGTERM once it listens) by
+      cancelling the start-up activity. A cancellation is delivered only where a coroutine
+      awaits, and start-up spends seconds in code that does not (importing the agents, below the
+      store's opening): one that came then was delivered after the activity had counted as done,
+      where kopf does not take it for a stop, and the replica finished starting and ran on. The
+      request stays counted on the task (``Task.cancelling``), so it is raised here.
+    * kopf starts listening only once start-up has run its first step, up to its first await
+      (it creates the activity's task, lets it run once, then installs its signal handlers): a
+      SIGTERM in that step, after ``startup`` asked ``_stopping.heard``, reached only
+      ``_stopping``'s handler and kopf never heard of it; the replica took a run and stayed up
+      until killed (``tests/kube/test_operator_start_stop.py``, under load). The ``sleep(0)``
+      below lets kopf's own installing step run first, so from here on kopf hears every signal,
+      and ``heard`` tells of any that came before.
+    """
+    await asyncio.sleep(0)
     task = asyncio.current_task()
-    if task is not None and task.cancelling():
+    if stopping.heard() is not None or (task is not None and task.cancelling()):
         raise asyncio.CancelledError
 
 
@@ -176,7 +187,7 @@ async def start(
         peers=Peers(config.worker_id),
     )
     memo.forgetting = Forgetting()
-    raise_a_pending_stop()
+    await raise_a_pending_stop()
     logger.info(
         "worker %s of %s ready with agents %s on %s",
         config.worker_id,

@@ -5,9 +5,10 @@ tasks, a second or more after the process began (many on a busy node). Before th
 what its default says, and for a process that is PID 1 in its container (no init) that is
 nothing: the kernel drops it, and the replica finishes starting, takes leases and makes calls
 until the kubelet's SIGKILL at the end of the grace period. So the entry point (``__main__``)
-calls ``listen`` before anything else, and kopf's start-up activity, the first thing kopf runs
-once its own handlers are in place, asks ``heard`` and stops the operator then, before any run is
-taken (``_main.startup``). From then on kopf's handlers replace these.
+calls ``listen`` before anything else, and kopf's start-up activity asks ``heard`` twice: first
+(``_main.startup``), and again at its end (``_lifecycle.raise_a_pending_stop``), since kopf installs
+its own handlers only after the activity's first step; either time it stops the operator before
+any run is taken. From then on kopf's handlers replace these.
 
 A module of its own, imported by both: ``python -m`` runs the entry point as ``__main__``, a
 module apart from ``agentrun.operator.__main__``, which would keep a record of its own.
