@@ -7,6 +7,10 @@ from __future__ import annotations
 import json
 import textwrap
 
+AGENT_SECRETS_CHECKED = 16
+"""The distinct Secrets the chart's policy ``agentrun-agent-secrets`` checks of one Agent (its
+``$checked``); an Agent that references more is refused."""
+
 
 def openai_agent(name: str, url: str, *, secret: str, instructions: str, more: str = "") -> str:
     """An Agent named ``name`` whose model is ``gpt-4o-mini`` at ``url`` with the key in the
