@@ -40,6 +40,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.agent_manifests import agent_secret
 from tests.support.kube import REPO
 
 from agentrun.operator._metrics import LATENCY_BUCKETS
@@ -241,15 +242,8 @@ def phase(
         flush=True,
     )
     with endpoints(workdir, delay) as fake:
-        bench.kubectl(
-            "create",
-            "secret",
-            "generic",
-            "model-keys",
-            "-n",
-            namespace,
-            f"--from-literal=openai={KEY}",
-        )
+        secret = agent_secret("model-keys", {"openai": KEY}, agents=AGENT)
+        bench.kubectl("apply", "-n", namespace, "-f", "-", stdin=secret)
         bench.kubectl("apply", "-n", namespace, "-f", "-", stdin=agent_manifest(fake.urls))
         bench.kubectl(
             "wait", "-n", namespace, "--for=condition=Ready", "--timeout=120s", f"agent/{AGENT}"

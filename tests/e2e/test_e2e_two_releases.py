@@ -75,7 +75,11 @@ def second_values(setting: Setting, controller_name: str | None) -> dict[str, An
         "rbac": {"clusterWide": False},
         "watchNamespaces": [setting.runs.namespace],
         "crds": {"enabled": False},
-        "accessControl": {"decisionPolicy": False, "userRoles": False},
+        "accessControl": {
+            "decisionPolicy": False,
+            "agentSecretsPolicy": False,
+            "userRoles": False,
+        },
     }
     if controller_name is not None:
         values["controllerName"] = controller_name

@@ -2,8 +2,9 @@
 
 The control plane starts once per pytest session (a start costs seconds; a module costs less) and
 the AgentRun CRD is installed on it once, with what the chart installs cluster-wide beside it:
-the admission policy that makes approvals and resolutions name their real author, and the
-ClusterRoles people are granted. Every test so runs against a cluster configured as the chart
+the admission policy that makes approvals and resolutions name their real author, the one that
+makes an Agent's author hold get on every Secret it references, and the ClusterRoles people are
+granted. Every test so runs against a cluster configured as the chart
 leaves one. Each test module gets a fresh namespace so that the objects one module creates never
 change what another one sees.
 """
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support.agent_manifests import AGENT_SECRETS_CHECKED
 from tests.support.counting_api import CountingApi
 from tests.support.kube import (
     REPO,
@@ -32,7 +34,11 @@ from tests.support.redis_server import RedisServer, redis_server
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
 AGENT_CRD = REPO / "crds" / "agents.agentrun.dev.yaml"
 CHART = REPO / "charts" / "agentrun-operator"
-ACCESS_CONTROL = ("templates/decision-policy.yaml", "templates/user-roles.yaml")
+ACCESS_CONTROL = (
+    "templates/decision-policy.yaml",
+    "templates/agent-secrets-policy.yaml",
+    "templates/user-roles.yaml",
+)
 """The chart's cluster-wide objects besides the CRD."""
 
 
@@ -62,6 +68,7 @@ def cluster(control_plane: ControlPlane) -> Kube:
     rendered = kube.helm(helm_binary(), "template", "agentrun", str(CHART), *only).stdout
     kube.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
     wait_for("the decision policy to be enforced", lambda: _policy_enforced(kube), 60)
+    wait_for("the Agent Secrets policy to be enforced", lambda: _secrets_policy_enforced(kube), 60)
     return kube
 
 
@@ -80,6 +87,33 @@ def _policy_enforced(kube: Kube) -> bool:
         "create", "--dry-run=server", "-f", "-", stdin=json.dumps(spoofed), check=False
     )
     return "by must be the user who appends the decision" in probe.stderr
+
+
+def _secrets_policy_enforced(kube: Kube) -> bool:
+    """An Agent referencing more distinct Secrets than ``agentrun-agent-secrets`` checks is
+    refused even to the administrator, who may read them all, once the policy is loaded."""
+    referenced = {
+        f"H{index}": {"valueFrom": {"secretKeyRef": {"name": f"s{index}", "key": "k"}}}
+        for index in range(AGENT_SECRETS_CHECKED + 1)
+    }
+    agent = {
+        "apiVersion": "agentrun.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": "policy-probe"},
+        "spec": {
+            "model": {
+                "provider": "openai",
+                "name": "m",
+                "price": {"inputMicrosPerMillion": 0, "outputMicrosPerMillion": 0},
+            },
+            "instructions": "probe",
+            "tools": {"http": [{"name": "h", "url": "http://127.0.0.1:9/", "headers": referenced}]},
+        },
+    }
+    probe = kube.kubectl(
+        "create", "--dry-run=server", "-f", "-", stdin=json.dumps(agent), check=False
+    )
+    return f"may reference at most {AGENT_SECRETS_CHECKED} distinct Secrets" in probe.stderr
 
 
 @pytest.fixture(scope="module")

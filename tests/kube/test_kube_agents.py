@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from tests.docs.samples import matches, samples
-from tests.support.agent_manifests import openai_agent
+from tests.support.agent_manifests import agent_secret, openai_agent
 from tests.support.agentruns import (
     apply_run,
     condition,
@@ -99,7 +99,7 @@ def ready(kube: Kube, generation: int | None = None) -> bool:
 
 @pytest.fixture(scope="module")
 def booker(kube: Kube, operators: Operators, model: ModelServer, mcp: McpBooks) -> Kube:
-    kube.kubectl("create", "secret", "generic", "model-keys", f"--from-literal=openai={KEY}")
+    kube.kubectl("apply", "-f", "-", stdin=agent_secret("model-keys", {"openai": KEY}))
     kube.kubectl("apply", "-f", "-", stdin=agent_manifest(model, mcp))
     wait_for("booker to be Ready", lambda: ready(kube), 60, operators.logs)
     return kube
@@ -263,7 +263,7 @@ def test_an_agent_waits_for_its_secret_and_so_do_its_runs(
         60,
         operators.logs,
     )
-    booker.kubectl("create", "secret", "generic", "late-keys", f"--from-literal=openai={KEY}")
+    booker.kubectl("apply", "-f", "-", stdin=agent_secret("late-keys", {"openai": KEY}))
     wait_until_completed(booker, "early", operators.logs, within=90)
     wait_for("late-key to be Ready", lambda: reason("agent", "late-key", "Ready") == "Ready", 60)
 

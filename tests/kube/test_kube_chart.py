@@ -86,7 +86,8 @@ def test_helm_lint_strict(kube: Kube, helm: str, values: list[str]) -> None:
 
 USER_ROLES = ("agentrun-view", "agentrun-edit", "agentrun-approve")
 SECOND_RELEASE = (
-    "crds.enabled=false,accessControl.decisionPolicy=false,accessControl.userRoles=false"
+    "crds.enabled=false,accessControl.decisionPolicy=false,accessControl.agentSecretsPolicy=false,"
+    "accessControl.userRoles=false"
 )
 """What a release installed beside another must set: the session's cluster already holds the
 CRD and the chart's cluster-wide access control (tests/kube/conftest.py), as a cluster with one
@@ -165,7 +166,9 @@ def test_access_control_is_on_by_default_and_off_for_a_second_release(
         "ClusterRole/agentrun-approve",
         "ClusterRole/agentrun-edit",
         "ClusterRole/agentrun-view",
+        "ValidatingAdmissionPolicy/agentrun-agent-secrets",
         "ValidatingAdmissionPolicy/agentrun-decisions",
+        "ValidatingAdmissionPolicyBinding/agentrun-agent-secrets",
         "ValidatingAdmissionPolicyBinding/agentrun-decisions",
     ]
     assert access(render(kube, helm, kube_version, "--set", SECOND_RELEASE)) == []
@@ -626,6 +629,7 @@ def test_a_crd_applied_outside_helm_is_named_with_how_to_adopt_it(kube: Kube, he
     result = kube.helm(
         helm, "install", "adopting", str(CHART), "--set", "store.url=redis://redis:6379/0",
         "--set", "accessControl.decisionPolicy=false,accessControl.userRoles=false",
+        "--set", "accessControl.agentSecretsPolicy=false",
         "--set", "controllerName=agentrun.dev/adopting", check=False,
     )  # fmt: skip
     assert result.returncode != 0

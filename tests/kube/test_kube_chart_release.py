@@ -33,7 +33,8 @@ from agentrun import open_backend
 CRD_NAME = "agentruns.agentrun.dev"
 RELEASE = "first"
 SECOND_RELEASE = (
-    "crds.enabled=false,accessControl.decisionPolicy=false,accessControl.userRoles=false"
+    "crds.enabled=false,accessControl.decisionPolicy=false,accessControl.agentSecretsPolicy=false,"
+    "accessControl.userRoles=false"
 )
 
 
@@ -107,7 +108,11 @@ def test_helm_upgrade_serves_the_field_a_newer_crd_adds(installed: Kube, tmp_pat
             f"(release {RELEASE} in namespace agentrun-system)",
         ),
         (
-            ["--set", "crds.enabled=false,accessControl.decisionPolicy=false"],
+            [
+                "--set",
+                "crds.enabled=false,accessControl.decisionPolicy=false,"
+                "accessControl.agentSecretsPolicy=false",
+            ],
             "accessControl.userRoles=true: ClusterRole agentrun-view already exists (release first",
         ),
         (

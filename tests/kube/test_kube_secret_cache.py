@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes.config import new_client_from_config
-from tests.support.agent_manifests import openai_agent
+from tests.support.agent_manifests import agent_secret, openai_agent
 from tests.support.kube import ControlPlane, Kube
 from tests.support.operator import Operators, wait_for
 
@@ -40,11 +40,7 @@ def model() -> Iterator[ModelServer]:
 
 
 def _secret(kube: Kube, key: str, name: str = "keys") -> None:
-    manifest = kube.kubectl(
-        "create", "secret", "generic", name, f"--from-literal=openai={key}",
-        "--dry-run=client", "-o", "yaml",
-    ).stdout  # fmt: skip
-    kube.kubectl("apply", "-f", "-", stdin=manifest)
+    kube.kubectl("apply", "-f", "-", stdin=agent_secret(name, {"openai": key}))
 
 
 def _runs(kube: Kube, prefix: str, count: int) -> str:
@@ -126,7 +122,7 @@ async def test_a_kept_secret_is_read_afresh_after_a_refusal_and_once_for_many(
     ref = SecretKeyRef(name="direct", key="openai")
     try:
         _secret(kube, OLD_KEY, name=ref.name)
-        secrets = KubeSecrets(SecretCache(api, max_age=600), kube.namespace)
+        secrets = KubeSecrets(SecretCache(api, max_age=600), kube.namespace, "keyed")
         before = control_plane.requests()["GET secrets"]
         values = await asyncio.gather(*(secrets.resolve(ref) for _ in range(50)))
         assert set(values) == {OLD_KEY}
@@ -135,7 +131,7 @@ async def test_a_kept_secret_is_read_afresh_after_a_refusal_and_once_for_many(
         assert await secrets.resolve(ref) == OLD_KEY  # kept: the max age has not passed
         secrets.refused(ref)  # the model endpoint answered 401 to it
         assert await secrets.resolve(ref) == NEW_KEY
-        uncached = KubeSecrets(SecretCache(api, max_age=0), kube.namespace)
+        uncached = KubeSecrets(SecretCache(api, max_age=0), kube.namespace, "keyed")
         before = control_plane.requests()["GET secrets"]
         for _ in range(3):
             assert await uncached.resolve(ref) == NEW_KEY

@@ -83,6 +83,11 @@ value that creates it: Helm's own refusal names no value to change. lookup answe
 {{- $wanted = append $wanted (list "accessControl.decisionPolicy" "admissionregistration.k8s.io/v1" . "agentrun-decisions") }}
 {{- end }}
 {{- end }}
+{{- if .Values.accessControl.agentSecretsPolicy }}
+{{- range list "ValidatingAdmissionPolicy" "ValidatingAdmissionPolicyBinding" }}
+{{- $wanted = append $wanted (list "accessControl.agentSecretsPolicy" "admissionregistration.k8s.io/v1" . "agentrun-agent-secrets") }}
+{{- end }}
+{{- end }}
 {{- if .Values.accessControl.userRoles }}
 {{- range list "agentrun-view" "agentrun-edit" "agentrun-approve" }}
 {{- $wanted = append $wanted (list "accessControl.userRoles" "rbac.authorization.k8s.io/v1" "ClusterRole" .) }}
@@ -103,7 +108,7 @@ value that creates it: Helm's own refusal names no value to change. lookup answe
 {{- end }}
 {{- end }}
 {{- if $taken }}
-{{- fail (printf "%s. A cluster holds one of each: a second release of this chart sets crds.enabled=false, accessControl.decisionPolicy=false and accessControl.userRoles=false (and a controllerName of its own if its namespaces overlap the other's)" (join "; " $taken)) }}
+{{- fail (printf "%s. A cluster holds one of each: a second release of this chart sets crds.enabled=false, accessControl.decisionPolicy=false, accessControl.agentSecretsPolicy=false and accessControl.userRoles=false (and a controllerName of its own if its namespaces overlap the other's)" (join "; " $taken)) }}
 {{- end }}
 {{- end }}
 

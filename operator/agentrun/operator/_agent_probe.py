@@ -4,7 +4,8 @@ Every replica ticks a kopf timer per Agent; a tick probes when the spec changed 
 probe (``observedGeneration``) or the last probe is older than ``PROBE_EVERY``, and otherwise
 does nothing. A probe asks:
 
-* the model endpoint for its model list (``GET /models``) with the key read from its Secret: an
+* the model endpoint for its model list (``GET /models``) with the key read from its Secret (one
+  annotated for this Agent: ``kube_secrets``; nothing is sent when it is not usable): an
   answer of any kind means it is reachable, 401 or 403 that the key was refused — no completion
   is asked for, so a probe costs nothing;
 * each MCP server for its tools, as a run would list them (``allowedTools``, overrides);
@@ -173,7 +174,7 @@ async def probe(api: KubeApi, connections: Connections, body: Mapping[str, Any])
     message = ""
     try:
         spec = agent_spec(namespace, name, body.get("spec") or {})
-        secrets = KubeSecrets(SecretCache(api, max_age=0), namespace)  # a probe reads afresh
+        secrets = KubeSecrets(SecretCache(api, max_age=0), namespace, name)  # read afresh
         model, reason = await probe_model(spec.model, connections, secrets)
         servers, server_reason = await _probe_servers(spec, connections, secrets)
         reason = reason or server_reason

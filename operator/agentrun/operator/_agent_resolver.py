@@ -9,11 +9,11 @@ under the image's end ``RevisionMismatch`` when next carried on, never run on by
 agent.
 
 A declared agent is built (its MCP servers listed, its provider made) with the Agent's Secrets
-read through ``KubeSecrets`` (each Secret kept ``AGENTRUN_SECRET_MAX_AGE`` seconds, one cache for
-the replica), over one connection pool the operator shares. It
-is kept while the Agent's generation stays and listed again when it is older than
-``RELIST_AFTER``, so a tool server that changes its tools changes the revision the next attempt
-runs under (and a run checkpointed under the old listing is refused, as for an edit).
+read through ``KubeSecrets`` for that Agent (only Secrets annotated for it are used; each Secret
+kept ``AGENTRUN_SECRET_MAX_AGE`` seconds, one cache for the replica), over one connection pool the
+operator shares. It is kept while the Agent's generation stays and listed again when it is older
+than ``RELIST_AFTER``, so a tool server that changes its tools changes the revision the next
+attempt runs under (and a run checkpointed under the old listing is refused, as for an edit).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ class AgentResolver:
             declared = await DeclaredAgent.build(
                 name,
                 spec,
-                secrets=KubeSecrets(self.secrets, namespace),
+                secrets=KubeSecrets(self.secrets, namespace, name),
                 connections=self.connections,
             )
         except (ConfigurationError, ToolServerUnavailableError) as error:

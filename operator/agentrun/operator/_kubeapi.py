@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from kubernetes import client, config
@@ -33,6 +34,15 @@ from agentrun.operator._metrics import Metrics
 from agentrun.operator._resource import GROUP, PLURAL, VERSION
 
 JSON_PATCH = "application/json-patch+json"
+
+
+@dataclass(frozen=True)
+class StoredSecret:
+    """A Secret as the API server gave it: its data (base64 values, never in a ``repr``) and its
+    annotations (an opt-in to being used by Agents is one: ``kube_secrets``)."""
+
+    data: dict[str, str] = field(repr=False)
+    annotations: dict[str, str]
 
 
 class Rejected(Exception):
@@ -158,17 +168,20 @@ class KubeApi:
     async def get_agent(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get_custom(AGENT_PLURAL, namespace, name)
 
-    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        """The Secret's data (base64, as the API server gives it); None if there is none."""
+    async def secret(self, namespace: str, name: str) -> StoredSecret | None:
+        """The Secret's data and annotations; None if there is none."""
 
-        def call() -> dict[str, str] | None:
+        def call() -> StoredSecret | None:
             try:
                 found = self._core.read_namespaced_secret(name, namespace)
             except ApiException as error:
                 if error.status == 404:
                     return None
                 raise
-            return {key: str(value) for key, value in (found.data or {}).items()}
+            return StoredSecret(
+                data={key: str(value) for key, value in (found.data or {}).items()},
+                annotations=dict((found.metadata and found.metadata.annotations) or {}),
+            )
 
         return await self._off_loop(call)
 
