@@ -33,6 +33,7 @@ STRICT = EgressPolicy.of([], CLUSTER)
         ("127.8.9.10", "loopback"),
         ("::1", "loopback"),
         ("::ffff:127.0.0.1", "loopback"),
+        ("64:ff9b::a9fe:a9fe", "link-local"),
         ("169.254.169.254", "link-local"),
         ("fe80::1", "link-local"),
         ("0.0.0.0", "unspecified"),

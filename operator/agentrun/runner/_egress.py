@@ -35,7 +35,6 @@ from urllib.parse import urlsplit
 import aiohttp
 import httpx2
 from aiohttp.abc import AbstractResolver, ResolveResult
-from pydantic import Field
 
 from agentrun._base import FrozenModel
 
@@ -103,13 +102,23 @@ def refusal_in(error: BaseException | None) -> EgressRefused | None:
     return None
 
 
+NAT64 = ip_network("64:ff9b::/96")
+"""The well-known NAT64 prefix: where a cluster has NAT64, an address in it reaches the IPv4
+address in its last 32 bits, so it is judged as that address."""
+
+
 def _address(host: str) -> Address | None:
+    """The address ``host`` is, judged as the IPv4 address an IPv6 one stands for (mapped or
+    NAT64), or None for a host name."""
     try:
         found = ip_address(host.split("%", 1)[0])
     except ValueError:
         return None
-    if isinstance(found, IPv6Address) and found.ipv4_mapped is not None:
-        return found.ipv4_mapped
+    if isinstance(found, IPv6Address):
+        if found.ipv4_mapped is not None:
+            return found.ipv4_mapped
+        if found in NAT64:
+            return IPv4Address(int(found) & 0xFFFFFFFF)
     return found
 
 
@@ -143,7 +152,7 @@ class EgressPolicy(FrozenModel):
     allow_prefixes: tuple[_Prefix, ...] = ()
     allow_hosts: frozenset[str] = frozenset()
     allow_networks: tuple[Network, ...] = ()
-    refused: tuple[Refused, ...] = Field(default=ALWAYS_REFUSED)
+    refused: tuple[Refused, ...] = ALWAYS_REFUSED
 
     @classmethod
     def of(cls, allow: Iterable[str], refuse: Iterable[tuple[str, str]] = ()) -> EgressPolicy:
