@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator
 import httpx2
 import pytest
 
-from agentrun._errors import ConfigurationError
 from agentrun._messages import Message
+from agentrun._outcomes import Outcome
 from agentrun.runner._connections import Connections
 from agentrun.runner._egress import CLUSTER_RANGES, EgressPolicy, EgressRefused
 from agentrun.runner._http_tool import http_tool
+from agentrun.runner._providers.base import ProviderError
 from agentrun.runner._providers.openai import OpenAIChatProvider
 from agentrun.runner._spec import HttpToolSpec
 from agentrun.runner._tools import ToolError
@@ -147,16 +148,16 @@ async def test_what_is_allowed_connects_and_without_a_policy_everything_does() -
         assert listener.received == ["GET /v1/models"] * 2
 
 
-async def test_a_refused_model_endpoint_is_a_configuration_error_not_an_outage(
+async def test_a_refused_model_endpoint_fails_the_attempt_for_good_not_as_an_outage(
     strict: Connections,
 ) -> None:
     with listening() as listener:
         model = OpenAIChatProvider(f"{listener.url}/v1", http_client=strict.client())
         with pytest.raises(
-            ConfigurationError, match=r"egress policy refuses 127\.0\.0\.1"
+            ProviderError, match=r"was not asked: egress policy refuses 127\.0\.0\.1"
         ) as caught:
             await model.complete(model="gpt-4o-mini", messages=[Message.of("user", "hi")], tools=[])
-        assert not caught.value.retryable
+        assert caught.value.outcome is Outcome.REFUSED
         assert listener.received == []
 
 

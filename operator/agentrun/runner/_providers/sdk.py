@@ -17,7 +17,6 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 import httpx2
 
-from agentrun._errors import ConfigurationError
 from agentrun.runner._egress import refusal_in
 from agentrun.runner._providers.base import ModelReply, ProviderError
 from agentrun.runner._secrets import MaybeSecret, Revealed, SecretResolver
@@ -139,8 +138,8 @@ class KeyedEndpoint:
         except failures.connection as error:
             if (refused := refusal_in(error)) is not None:
                 # The spec's URL, not the network: no retry, nor a run carried on later, helps.
-                raise ConfigurationError(
-                    f"the model endpoint {self.endpoint}: {refused}"
+                raise ProviderError(
+                    self.endpoint, f"was not asked: {refused}", refused=True
                 ) from error
             cause = error.__cause__ or error
             what = revealed.scrub(f"{type(cause).__name__}: {cause}")[:500]
