@@ -153,6 +153,8 @@ class Bench:
             "AGENTRUN_METRICS_PORT": str(port),
             "AGENTRUN_POLL_INTERVAL": str(self.poll_interval),
             "AGENTRUN_AGENT_MODULES": "bench.agents",
+            # bench.agent_scale's fake endpoints listen on loopback, refused unless allowed.
+            "AGENTRUN_EGRESS_ALLOW": "127.0.0.0/8,::1",
             **self.env,
             "PYTHONPATH": os.pathsep.join(
                 filter(None, [str(REPO / "operator"), str(REPO), os.environ.get("PYTHONPATH")])

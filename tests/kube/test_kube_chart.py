@@ -123,6 +123,12 @@ COMBINATIONS = {
     "tracing": ["--set", TRACING],
     "hard-anti-affinity-min-available": ["--set", "podAntiAffinity=hard,podDisruptionBudget."
         "minAvailable=1,podDisruptionBudget.maxUnavailable=null"],
+    "network-policy": ["--set", "redis.enabled=true", "--set-json", "egress=" + json.dumps(
+        {"allow": ["http://vllm.models.svc:8000/v1"], "networkPolicy": {
+            "enabled": True, "apiServer": {"cidrs": ["10.96.0.1", "fd00::1"]},
+            "metricsFrom": [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}],
+            "endpoints": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 443}]}],
+        }})],
 }  # fmt: skip
 
 
@@ -405,7 +411,13 @@ def test_values_schema_closes_every_object() -> None:
         if node.get("additionalProperties") is not False
         and node.get("additionalProperties") != {"type": "string"}
     }
-    assert open_objects == {".tolerations[]", ".affinity", ".topologySpreadConstraints[]"}
+    assert open_objects == {
+        ".tolerations[]",
+        ".affinity",
+        ".topologySpreadConstraints[]",
+        ".egress.networkPolicy.endpoints[]",
+        ".egress.networkPolicy.metricsFrom[]",
+    }
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(values) == set(schema["properties"])
 
@@ -612,6 +624,54 @@ def test_the_segment_form_reaches_the_operator(kube: Kube, helm: str, kube_versi
     assert form() == "zstd"
     assert form("--set", "segmentForm=deflate") == "deflate"
     assert form("--set", "segmentForm=zlib-json") == "zlib-json"
+
+
+def test_the_egress_policy_reaches_the_operator(kube: Kube, helm: str, kube_version: str) -> None:
+    """``egress.allow`` and ``egress.clusterRanges`` are AGENTRUN_EGRESS_ALLOW and
+    AGENTRUN_EGRESS_CLUSTER_RANGES: nothing allowed and every private range refused by default."""
+
+    def env(*values: str) -> tuple[object, object]:
+        (deployment,) = by_kind(render(kube, helm, kube_version, *values), "Deployment")
+        found = {e["name"]: e.get("value") for e in container_of(deployment)["env"]}
+        return found["AGENTRUN_EGRESS_ALLOW"], found["AGENTRUN_EGRESS_CLUSTER_RANGES"]
+
+    private = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7"
+    assert env() == ("", private)
+    assert env(
+        "--set-json", 'egress={"allow": ["http://vllm.models.svc:8000/v1", "10.96.40.0/24"], '
+        '"clusterRanges": ["10.96.0.0/12", "10.244.0.0/16"]}',
+    ) == ("http://vllm.models.svc:8000/v1,10.96.40.0/24", "10.96.0.0/12,10.244.0.0/16")  # fmt: skip
+
+
+def test_the_network_policy_is_off_by_default_and_needs_the_api_server(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    assert not by_kind(render(kube, helm, kube_version), "NetworkPolicy")
+    result = kube.helm(
+        helm, "template", "agentrun", str(CHART), "--kube-version", kube_version,
+        "--set", "egress.networkPolicy.enabled=true", check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "needs egress.networkPolicy.apiServer.cidrs" in result.stderr
+    (policy,) = by_kind(
+        render(kube, helm, kube_version, *COMBINATIONS["network-policy"]), "NetworkPolicy"
+    )
+    spec = policy["spec"]
+    assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
+    assert spec["ingress"] == [
+        {
+            "from": [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}],
+            "ports": [{"port": 9090, "protocol": "TCP"}],
+        }
+    ]
+    dns, api_server, redis, endpoints = spec["egress"]
+    assert {port["port"] for port in dns["ports"]} == {53}
+    assert api_server["to"] == [
+        {"ipBlock": {"cidr": "10.96.0.1/32"}},
+        {"ipBlock": {"cidr": "fd00::1/128"}},
+    ]
+    assert redis["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "redis"
+    assert endpoints == {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 443}]}
 
 
 def test_a_budget_with_both_bounds_is_refused(kube: Kube, helm: str, kube_version: str) -> None:

@@ -63,6 +63,9 @@ class Operators:
         port = free_port()
         env = {
             **self.control_plane.env(),
+            # The fake model, MCP and HTTP servers listen on loopback, which the operator's
+            # egress policy refuses unless allowed; a test of the policy sets its own.
+            "AGENTRUN_EGRESS_ALLOW": "127.0.0.0/8,::1",
             **self.env,
             "AGENTRUN_STORE_URL": self.store_url,
             "AGENTRUN_WORKER_ID": name,

@@ -149,3 +149,8 @@ read from its operator Deployment (lookup; nothing under `helm template`).
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* An address or CIDR as a NetworkPolicy ipBlock takes it: an address alone is its /32 or /128. */}}
+{{- define "agentrun-operator.cidr" -}}
+{{- if contains "/" . }}{{ . }}{{ else if contains ":" . }}{{ . }}/128{{ else }}{{ . }}/32{{ end }}
+{{- end }}

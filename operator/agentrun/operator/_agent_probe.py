@@ -12,6 +12,12 @@ does nothing. A probe asks:
 * then, when every server answered, builds the agent as a run would, for the revision new runs
   pin and the tools with their dispositions.
 
+Every connection goes through the pool's egress policy (``agentrun.runner._egress``), a redirect
+the model endpoint answers with included (the probe follows it, to say where it leads); the URLs
+of HTTP tools, which nothing connects to before a run calls them, are checked against it without
+connecting. A destination the policy refuses is ``EgressRefused``, naming the spec's field: it
+was refused before any connection, so the status says nothing of whether anything listens there.
+
 ``Ready`` is True only when all of that worked; otherwise its reason names the first thing to fix
 (``READY_REASONS`` in that order). Nothing a probe writes comes from a Secret or a tool's output:
 a failure is said with its type and the endpoint's words, scrubbed of the values the request used.
@@ -41,6 +47,7 @@ from agentrun.operator._kube_secrets import KubeSecrets, SecretCache
 from agentrun.operator._kubeapi import KubeApi
 from agentrun.runner._connections import Connections
 from agentrun.runner._declared import DeclaredAgent
+from agentrun.runner._egress import EgressRefused, fixed_host, refusal_in
 from agentrun.runner._mcp_tools import McpServer, ToolServerUnavailableError
 from agentrun.runner._secrets import Revealed, SecretResolver, SecretUnavailableError
 from agentrun.runner._spec import ModelSpec
@@ -56,6 +63,7 @@ VENDOR_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.
 CLEARED: dict[str, None] = {to_camel(field): None for field in AgentStatus.model_fields}
 READY_REASONS = (
     "InvalidSpec",
+    "EgressRefused",
     "SecretUnavailable",
     "ModelUnreachable",
     "KeyRefused",
@@ -96,7 +104,12 @@ async def probe_model(
             headers = {"authorization": f"Bearer {key}"}
     client = connections.client(headers=headers, timeout=min(model.timeout_seconds, PROBE_TIMEOUT))
     try:
-        answer = await client.get(url)
+        answer = await client.get(url, follow_redirects=True)
+    except EgressRefused as error:
+        said = revealed.scrub(error.said_for("spec.model.baseURL"))
+        return EndpointStatus(name=model.name, url=base, reachable=False, message=said), (
+            "EgressRefused"
+        )
     except httpx2.HTTPError as error:
         said = _said(error, revealed)
         return EndpointStatus(name=model.name, url=base, reachable=False, message=said), (
@@ -115,16 +128,18 @@ async def _probe_servers(
 ) -> tuple[list[EndpointStatus], str | None]:
     found: list[EndpointStatus] = []
     reason: str | None = None
-    for server in spec.tools.mcp:
+    for index, server in enumerate(spec.tools.mcp):
         try:
             tools = await McpServer(server, connections=connections, secrets=secrets).discover()
         except (ConfigurationError, ToolServerUnavailableError) as error:
             listed = error.__cause__ is None  # it answered, but not with what the spec names
+            message = str(error)
+            if (refused := refusal_in(error)) is not None:
+                reason = reason or "EgressRefused"
+                message = refused.said_for(f"spec.tools.mcp[{index}].url")
             reason = reason or ("ToolsMisdeclared" if listed else "ToolServerUnreachable")
             found.append(
-                EndpointStatus(
-                    name=server.name, url=server.url, reachable=listed, message=str(error)
-                )
+                EndpointStatus(name=server.name, url=server.url, reachable=listed, message=message)
             )
             continue
         found.append(
@@ -133,6 +148,19 @@ async def _probe_servers(
     if reason == "ToolsMisdeclared" and any(not each.reachable for each in found):
         reason = "ToolServerUnreachable"
     return found, reason
+
+
+async def _refused_http_tools(spec: AgentResourceSpec, connections: Connections) -> list[str]:
+    """What the egress policy says of each HTTP tool's URL whose host is fixed (a host the model
+    fills in is checked when a run calls it)."""
+    refused: list[str] = []
+    for index, tool in enumerate(spec.tools.http):
+        if fixed_host(tool.url):
+            try:
+                await connections.screen(tool.url)
+            except EgressRefused as error:
+                refused.append(error.said_for(f"spec.tools.http[{index}].url"))
+    return refused
 
 
 def _tools(declared: DeclaredAgent) -> list[ToolStatus]:
@@ -172,12 +200,14 @@ async def probe(api: KubeApi, connections: Connections, body: Mapping[str, Any])
     status = AgentStatus(observed_generation=generation)
     reason: str | None = None
     message = ""
+    refused_tools: list[str] = []
     try:
         spec = agent_spec(namespace, name, body.get("spec") or {})
         secrets = KubeSecrets(SecretCache(api, max_age=0), namespace, name)  # read afresh
         model, reason = await probe_model(spec.model, connections, secrets)
         servers, server_reason = await _probe_servers(spec, connections, secrets)
-        reason = reason or server_reason
+        refused_tools = await _refused_http_tools(spec, connections)
+        reason = reason or server_reason or ("EgressRefused" if refused_tools else None)
         status = status.model_copy(update={"model": model, "tool_servers": servers})
         if server_reason is None:
             declared = await DeclaredAgent.build(
@@ -205,9 +235,12 @@ async def probe(api: KubeApi, connections: Connections, body: Mapping[str, Any])
         )
     elif not message:
         message = "; ".join(
-            f"{each.name}: {each.message}"
-            for each in (status.model, *(status.tool_servers or []))
-            if each is not None and each.message
+            [
+                f"{each.name}: {each.message}"
+                for each in (status.model, *(status.tool_servers or []))
+                if each is not None and each.message
+            ]
+            + refused_tools
         )
     conditions = set_condition(
         (body.get("status") or {}).get("conditions") or [],

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
+import socket
 
 from pydantic import Field
 
@@ -13,6 +15,7 @@ from agentrun._errors import ConfigurationError
 from agentrun._history import SegmentForm
 from agentrun.operator._kube_secrets import DEFAULT_MAX_AGE
 from agentrun.operator._resource import CONTROLLER_PATTERN
+from agentrun.runner._egress import CLUSTER_RANGES, EgressPolicy
 
 DEFAULT_CONTROLLER = "agentrun.dev/operator"
 """The controller name of an install that does not set ``AGENTRUN_CONTROLLER_NAME``."""
@@ -38,6 +41,8 @@ class OperatorConfig(FrozenModel):
     segment_form: SegmentForm = SegmentForm.ZSTD
     """The form transcript segments are written in (``SegmentForm``): ``zlib-json`` while
     replicas of chart 0.2.0 or earlier may still take runs over."""
+    egress: EgressPolicy = EgressPolicy()
+    """Where the operator may connect for an Agent (``agentrun.runner._egress``)."""
 
     @classmethod
     def from_environment(cls) -> OperatorConfig:
@@ -72,6 +77,7 @@ class OperatorConfig(FrozenModel):
             max_active_runs=int(os.environ.get("AGENTRUN_MAX_ACTIVE_RUNS", "0")),
             secret_max_age=float(os.environ.get("AGENTRUN_SECRET_MAX_AGE", str(DEFAULT_MAX_AGE))),
             segment_form=_segment_form(os.environ.get("AGENTRUN_SEGMENT_FORM")),
+            egress=_egress_policy(),
         )
 
 
@@ -85,4 +91,44 @@ def _segment_form(given: str | None) -> SegmentForm:
         raise ConfigurationError(
             f"AGENTRUN_SEGMENT_FORM={given!r} is not a segment form: use "
             f"{' or '.join(form.value for form in SegmentForm)} (the chart's segmentForm sets it)"
+        ) from None
+
+
+def _listed(variable: str, default: str = "") -> list[str]:
+    return [each.strip() for each in os.environ.get(variable, default).split(",") if each.strip()]
+
+
+def _api_server() -> list[tuple[str, str]]:
+    """The API server's addresses as a pod sees it: the address its environment names and what
+    ``kubernetes.default.svc`` resolves to (read only inside a cluster, where that name exists)."""
+    host = os.environ.get("KUBERNETES_SERVICE_HOST")
+    if not host:
+        return []
+    addresses = {host}
+    with contextlib.suppress(OSError):  # the environment's address is refused all the same
+        found = socket.getaddrinfo("kubernetes.default.svc", 443)
+        addresses |= {str(info[4][0]) for info in found}
+    return [(address, "the API server") for address in sorted(addresses)]
+
+
+def _egress_policy() -> EgressPolicy:
+    """The policy the chart's ``egress`` values set: what ``AGENTRUN_EGRESS_ALLOW`` allows, and
+    the API server and ``AGENTRUN_EGRESS_CLUSTER_RANGES`` (unset: ``CLUSTER_RANGES``) refused."""
+    allow = _listed("AGENTRUN_EGRESS_ALLOW")
+    ranges = _listed("AGENTRUN_EGRESS_CLUSTER_RANGES", ",".join(CLUSTER_RANGES))
+    try:
+        EgressPolicy.of([], [(network, "") for network in ranges])
+    except ValueError as error:
+        raise ConfigurationError(
+            f"AGENTRUN_EGRESS_CLUSTER_RANGES={','.join(ranges)!r}: {error}; list CIDRs, comma "
+            "separated (the chart's egress.clusterRanges sets it)"
+        ) from None
+    try:
+        return EgressPolicy.of(
+            allow, [*_api_server(), *((network, "cluster-internal") for network in ranges)]
+        )
+    except ValueError as error:
+        raise ConfigurationError(
+            f"AGENTRUN_EGRESS_ALLOW={','.join(allow)!r}: {error}; list URL prefixes, CIDRs or "
+            "host names, comma separated (the chart's egress.allow sets it)"
         ) from None

@@ -29,6 +29,7 @@ from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
 from agentrun.operator._peers import Peers
 from agentrun.operator._slots import RunSlots
+from agentrun.runner._connections import Connections
 from agentrun.runner._registry import registered_agents
 from agentrun.runner._tracing import export_if_configured
 from agentrun.stores import open_backend
@@ -182,7 +183,12 @@ async def start(
         api=api,
         metrics=metrics,
         agents=agents,
-        resolver=AgentResolver(api, agents, secret_max_age=config.secret_max_age),
+        resolver=AgentResolver(
+            api,
+            agents,
+            Connections(policy=config.egress),
+            secret_max_age=config.secret_max_age,
+        ),
         slots=RunSlots(config.max_active_runs),
         peers=Peers(config.worker_id),
     )

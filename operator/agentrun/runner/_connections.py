@@ -30,6 +30,11 @@ points below, each of which its own transport does otherwise:
   server set must not ride along on anyone's next request. Neither the session's jar (aiohttp's)
   nor each client's (``httpx2`` keeps one per client, and a tool's client serves every run) keeps
   one: ``_no_cookies`` refuses every cookie offered.
+
+**An egress policy, when given** (the operator's, ``agentrun.runner._egress``): every request
+is checked before aiohttp has it, and the pool's resolver leaves out the addresses the policy
+refuses, so nothing the policy refuses is ever connected to. Without one (the kit's CLI) the
+pool connects wherever a URL points.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import aiohttp
 import httpx2
 
 from agentrun._compat.aiohttp import never_resend
+from agentrun.runner._egress import EgressPolicy, ScreeningResolver
 
 MAX_CONNECTIONS = 1000
 KEEPALIVE_SECONDS = 2.0
@@ -97,8 +103,10 @@ class _Transport(httpx2.AsyncBaseTransport):
     """``httpx2``'s transport interface over one aiohttp session, made at the first request
     inside the event loop that serves it (aiohttp binds a session to its loop)."""
 
-    def __init__(self, *, max_connections: int) -> None:
+    def __init__(self, *, max_connections: int, policy: EgressPolicy | None) -> None:
         self.max_connections = max_connections
+        self.policy = policy
+        self.resolver: ScreeningResolver | None = None
         # What httpx2's own transport verifies against by default: the system's certificates
         # (truststore), and SSL_CERT_FILE / SSL_CERT_DIR when set.
         self.ssl_context = httpx2.create_ssl_context()
@@ -106,11 +114,14 @@ class _Transport(httpx2.AsyncBaseTransport):
 
     def _opened(self) -> aiohttp.ClientSession:
         if self.session is None:
+            if self.policy is not None:
+                self.resolver = ScreeningResolver(self.policy)
             self.session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(
                     limit=self.max_connections,
                     keepalive_timeout=KEEPALIVE_SECONDS,
                     ssl=self.ssl_context,
+                    resolver=self.resolver,
                 ),
                 cookie_jar=aiohttp.DummyCookieJar(),
             )
@@ -119,6 +130,8 @@ class _Transport(httpx2.AsyncBaseTransport):
         return self.session
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self.policy is not None:
+            self.policy.before_connecting(request.url)
         session = self._opened()
         timeout = request.extensions.get("timeout", {})
         try:
@@ -158,11 +171,24 @@ class _Transport(httpx2.AsyncBaseTransport):
     async def aclose(self) -> None:
         if self.session is not None:
             await self.session.close()
+        if self.resolver is not None:  # a resolver given to aiohttp is not closed by it
+            await self.resolver.close()
 
 
 class Connections:
-    def __init__(self, *, max_connections: int = MAX_CONNECTIONS) -> None:
-        self.transport = _Transport(max_connections=max_connections)
+    def __init__(
+        self, *, max_connections: int = MAX_CONNECTIONS, policy: EgressPolicy | None = None
+    ) -> None:
+        self.transport = _Transport(max_connections=max_connections, policy=policy)
+
+    async def screen(self, url: str) -> None:
+        """Check ``url`` against the pool's egress policy (if any) without connecting.
+
+        Raises:
+            EgressRefused: the policy refuses it.
+        """
+        if self.transport.policy is not None:
+            await self.transport.policy.screen(url)
 
     def client(
         self,

@@ -11,7 +11,8 @@ shared connection pool (``Connections``). What the outcomes mean:
 
 * 2xx: the answer's body is the result;
 * 4xx: the service refused and says why (``ToolError``, told to the model);
-* no connection could be made: the request was not sent (``ToolError`` as well);
+* no connection could be made, or the egress policy refused one: the request was not sent
+  (``ToolError`` as well);
 * anything else — a 5xx, a timeout, a connection lost on the way — leaves open whether the
   service acted (``ToolTransportError``): the loop reports a side-effecting call indeterminate.
 """
@@ -27,6 +28,7 @@ from pydantic import JsonValue
 
 from agentrun._errors import ConfigurationError
 from agentrun.runner._connections import Connections
+from agentrun.runner._egress import EgressRefused
 from agentrun.runner._json_arguments import JsonSchemaArguments
 from agentrun.runner._secrets import Revealed, SecretResolver, SecretUnavailableError
 from agentrun.runner._spec import QUERY_METHODS, HttpToolSpec, placeholders
@@ -79,6 +81,8 @@ def http_tool(
                 params={name: _text(value) for name, value in values.items()} if query else None,
                 json=None if query else values,
             )
+        except EgressRefused as error:
+            raise ToolError(f"the call was not made: {where}: {error}") from error
         except httpx2.ConnectError as error:
             # Scrubbed: an error may name the URL (aiohttp's connection timeout does), whose
             # query may carry revealed values.

@@ -8,7 +8,8 @@ listing that fails says which of two things happened: the server could not be re
 briefly unwell (refused, reset or dropped connections, timeouts, a 429 or 5xx) —
 ``ToolServerUnavailableError``, retryable, since a restarting server answers again with nothing
 changed — or it answered in a way no retry changes (401/403, a path that is not an MCP endpoint,
-a URL that is not HTTP, a protocol it does not speak): ``ConfigurationError``, naming the fix.
+a URL that is not HTTP, a protocol it does not speak, a destination the egress policy refuses):
+``ConfigurationError``, naming the fix.
 
 **Dispositions** come from the tool's annotations, which are the server's claims (MCP calls them
 hints): ``readOnlyHint`` makes a tool read-only — unless ``destructiveHint`` is also true, a
@@ -30,7 +31,8 @@ that was never sent. What the outcomes mean:
 * a session that cannot be opened means ``tools/call`` was never sent: ``ToolError`` too (the
   call was not made, and the model is told so);
 * so does a ``tools/call`` whose connection could not be made (``Unsent``): the server may have
-  gone down between opening the session and the call;
+  gone down between opening the session and the call; and so does a connection the egress
+  policy refused (``agentrun.runner._egress``), which is refused before it is tried;
 * anything else that goes wrong once ``tools/call`` is on its way is ``ToolTransportError``:
   nobody knows whether the tool acted, so the loop leaves a side-effecting call indeterminate.
 """
@@ -60,6 +62,7 @@ from mcp.types import Tool as McpTool
 from agentrun._errors import AgentRunError, ConfigurationError
 from agentrun._outcomes import Outcome
 from agentrun.runner._connections import Connections
+from agentrun.runner._egress import refusal_in
 from agentrun.runner._json_arguments import JsonSchemaArguments
 from agentrun.runner._secrets import MaybeSecret, Revealed, SecretResolver, SecretUnavailableError
 from agentrun.runner._spec import McpServerSpec, ToolOverride
@@ -276,6 +279,10 @@ class McpServer:
         except SecretUnavailableError:
             raise
         except Exception as error:
+            if (refused := refusal_in(error)) is not None:
+                raise ConfigurationError(
+                    f"MCP server {self.spec.name!r} at {self.spec.url}: {refused}"
+                ) from error
             said = revealed.scrub(_flattened(error))
             if _unreachable(error, statuses):
                 raise ToolServerUnavailableError(self.spec.name, self.spec.url, said) from error
@@ -356,6 +363,11 @@ class McpServer:
                 result = await client.call_tool(name, given, meta=meta)
         except Exception as error:
             said = revealed.scrub(_flattened(error))
+            if result is None and (refused := refusal_in(error)) is not None:
+                # The policy refuses before any connection is tried: nothing was sent there.
+                raise ToolError(
+                    f"the call was not made: MCP server {self.spec.name!r}: {refused}"
+                ) from error
             if result is not None:  # the answer came; only closing the session failed
                 logger.warning("MCP server %s: closing a session failed: %s", self.spec.name, said)
             elif not opened or unsent.never_left(error):

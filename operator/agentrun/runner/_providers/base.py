@@ -27,7 +27,9 @@ class ProviderError(AgentRunError):
     whether that can help: ``provider_unavailable`` when the endpoint was unreachable or busy
     (no status, 408, 425, 429, 5xx: the operator carries the run on after a pause), ``refused``
     when it said no or answered what nobody can read (a key, a model name, a request it rejects:
-    the run fails with the endpoint's own message, since asking again unchanged cannot help).
+    the run fails with the endpoint's own message, since asking again unchanged cannot help), and
+    when the egress policy refused the endpoint before it was asked (``refused``: it is the
+    Agent's URL that must change).
     """
 
     def __init__(
@@ -38,12 +40,14 @@ class ProviderError(AgentRunError):
         status: int | None = None,
         attempts: int = 1,
         unreadable: bool = False,
+        refused: bool = False,
     ) -> None:
         self.endpoint = endpoint
         self.status = status
         self.attempts = attempts
         tried = f" (after {attempts} attempts)" if attempts > 1 else ""
-        busy = not unreadable and (status is None or status in BUSY or status >= 500)
+        answerable = not (unreadable or refused)
+        busy = answerable and (status is None or status in BUSY or status >= 500)
         self.outcome = Outcome.PROVIDER_UNAVAILABLE if busy else Outcome.REFUSED
         then = (
             "the run is checkpointed: resume it once the endpoint answers"

@@ -17,6 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 import httpx2
 
+from agentrun.runner._egress import refusal_in
 from agentrun.runner._providers.base import ModelReply, ProviderError
 from agentrun.runner._secrets import MaybeSecret, Revealed, SecretResolver
 from agentrun.runner._spec import RequestSettings
@@ -135,6 +136,11 @@ class KeyedEndpoint:
                 attempts=attempts(failed.request),
             ) from error
         except failures.connection as error:
+            if (refused := refusal_in(error)) is not None:
+                # The spec's URL, not the network: no retry, nor a run carried on later, helps.
+                raise ProviderError(
+                    self.endpoint, f"was not asked: {refused}", refused=True
+                ) from error
             cause = error.__cause__ or error
             what = revealed.scrub(f"{type(cause).__name__}: {cause}")[:500]
             raise ProviderError(
