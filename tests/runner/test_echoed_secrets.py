@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from agentrun import open_backend
+from agentrun._checkpointing import Checkpointer
+from agentrun._frontier import Boundary
 from agentrun._leases import LeasePolicy
 from agentrun._redaction import MASK, Redactor
 from agentrun.runner._declared import DeclaredAgent
@@ -26,6 +28,7 @@ from agentrun.runner._loop import AgentRunner
 from agentrun.runner._results import RunResult, RunStatus
 from agentrun.runner._secrets import MappingSecrets
 from agentrun.runner._spec import AgentSpec
+from tests.runner.helpers import Boundaries, Crash
 from tests.runner.wire import Endpoint, chat_reply, endpoint
 
 KEY = "loopback-model-key-5521"
@@ -91,9 +94,17 @@ def _script(model: Endpoint, service: Endpoint, token: str) -> None:
 
 
 async def _run(
-    spec: AgentSpec, database: Path, values: dict[str, str], *, then: dict[str, str] | None = None
+    spec: AgentSpec,
+    database: Path,
+    values: dict[str, str],
+    *,
+    then: dict[str, str] | None = None,
+    crash_at: tuple[Boundary, int] | None = None,
+    resume: bool = False,
 ) -> RunResult:
-    """A run of the agent; ``then``: the values the secrets have once it is built."""
+    """A run of the agent, by a process of its own (the agent built afresh): ``then``, the
+    values the secrets have once it is built; ``crash_at``, where the process dies; ``resume``,
+    carry the run on rather than start it."""
     backend = await open_backend(f"sqlite:///{database}")
     declared = await DeclaredAgent.build("echo", spec, secrets=MappingSecrets(values))
     values.update(then or {})
@@ -102,12 +113,29 @@ async def _run(
             backend,
             declared.registered(),
             lease_policy=LeasePolicy(ttl=10.0, renew_within=3.0),
-            holder="worker-a",
+            holder="worker-b" if resume else "worker-a",
+            on_boundary=Boundaries(crash_at=crash_at),
         )
+        if resume:
+            return await runner.resume(declared.definition, "run-1", tenant="acme")
         return await runner.run(declared.definition, "Go", tenant="acme", run_id="run-1")
     finally:
         await declared.aclose()
         await backend.close()
+
+
+async def _stored(database: Path) -> list[str]:
+    """Every row of every table of the store as it is, and the run's transcript as it reads
+    back (a segment may be compressed, which a search of the rows would not see into)."""
+    backend = await open_backend(f"sqlite:///{database}")
+    try:
+        checkpoints = Checkpointer(backend.checkpoints, history=backend.history)
+        checkpoint = await checkpoints.latest("acme", "run-1")
+        assert checkpoint is not None
+        messages = await checkpoints.transcript(checkpoint, backend.history)
+    finally:
+        await backend.close()
+    return [*_rows(database), *(message.model_dump_json() for message in messages)]
 
 
 def _rows(database: Path) -> list[str]:
@@ -154,7 +182,7 @@ async def test_a_secret_the_model_echoes_is_masked_in_the_store_and_the_result(
     assert service.received[0].headers["X-Token"] == TOKEN
     assert service.received[0].json() == {"text": f"key {KEY}"}
     # ... and nothing the run wrote or reported holds them.
-    rows = _rows(tmp_path / "state.db")
+    rows = await _stored(tmp_path / "state.db")
     assert len(rows) > 3
     logged = [record.getMessage() for record in caplog.records]
     _assert_nowhere((KEY, TOKEN), store=rows, result=[result.output], log=logged)
@@ -175,5 +203,28 @@ async def test_a_value_first_read_at_a_dispatch_is_masked_from_its_result_on(
 
     assert result.status is RunStatus.COMPLETED
     assert service.received[0].headers["X-Token"] == ROTATED
-    _assert_nowhere((KEY, ROTATED), store=_rows(database), result=[result.output])
+    _assert_nowhere((KEY, ROTATED), store=await _stored(database), result=[result.output])
     assert result.output == f"Done: the key is {MASK} and the token is {MASK}."
+
+
+async def test_a_resumed_run_masks_a_value_before_any_request_of_its_own_read_it(
+    model: Endpoint, service: Endpoint, tmp_path: Path
+) -> None:
+    """The model's server is the tool's service too, and saw the token in the tool's request.
+    The process dies after the tool's result; a fresh one builds the agent and carries the run
+    on, and the model's first reply there says the token, before anything in that process
+    called the tool: the agent read its secrets as it was built."""
+    model.answer(200, chat_reply("Noting.", [("call-1", "note", {"text": "hello"})]))
+    service.answer(200, {"stored": True})
+    model.answer(200, chat_reply(f"The note tool's token is {TOKEN}."))
+    values = {"model/key": KEY, "tool/token": TOKEN}
+    spec, database = _spec(model, service), tmp_path / "state.db"
+    with pytest.raises(Crash):
+        await _run(spec, database, values, crash_at=(Boundary.AFTER_TOOL_RESULT, 1))
+
+    result = await _run(spec, database, values, resume=True)
+
+    assert result.status is RunStatus.COMPLETED
+    assert len(service.received) == 1
+    _assert_nowhere((TOKEN,), store=await _stored(database), result=[result.output])
+    assert result.output == f"The note tool's token is {MASK}."
