@@ -13,7 +13,9 @@ and the runner take it from there, and the operator's status writer, events and 
 the backend's. A writer added later goes through one of those, not through a call of its own.
 
 What is masked: the text of every message, every string nested anywhere in tool-call arguments
-(in the conversation and in the pending calls), and every string in the checkpoint's metadata.
+(in the conversation and in the pending calls), and every string in the checkpoint's metadata;
+by pattern, and, in a run of a declared agent, by the value of every secret its requests read
+(``SecretValues``, ``Masker.with_secrets``): a token of no known shape is recognised only so.
 What is not: identities the kit keys on (run id, tenant, agent, call ids), and binary parts —
 masking bytes produces a payload that is neither the original nor honestly empty.
 
