@@ -112,16 +112,20 @@ class DeclaredAgent:
         *,
         secrets: SecretResolver | None = None,
         connections: Connections | None = None,
+        read_ahead: bool = True,
     ) -> DeclaredAgent:
         """List every MCP server and make the agent; ``ConfigurationError`` names what does not
         fit (a server that refuses the listing, a tool the allow-list names that it does not
         list, two tools of one name), ``ToolServerUnavailableError`` a server that could not be
-        reached (retryable: the spec is fine)."""
+        reached (retryable: the spec is fine). ``read_ahead=False`` reads no secret the listing
+        does not need, for an agent no run will use (the operator's probe of an ``Agent``,
+        which would otherwise read every Secret it names again at every probe)."""
         pool = connections or Connections()
         values = SecretValues()
         secrets = None if secrets is None else Remembering(secrets, values)
         try:
-            await _read_ahead(spec, secrets)
+            if read_ahead:
+                await _read_ahead(spec, secrets)
             servers = tuple(
                 McpServer(server, connections=pool, secrets=secrets) for server in spec.tools.mcp
             )
