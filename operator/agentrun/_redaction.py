@@ -13,7 +13,9 @@ and the runner take it from there, and the operator's status writer, events and 
 the backend's. A writer added later goes through one of those, not through a call of its own.
 
 What is masked: the text of every message, every string nested anywhere in tool-call arguments
-(in the conversation and in the pending calls), and every string in the checkpoint's metadata.
+(in the conversation and in the pending calls), and every string in the checkpoint's metadata;
+by pattern, and, in a run of a declared agent, by the value of every secret its requests read
+(``SecretValues``, ``Masker.with_secrets``): a token of no known shape is recognised only so.
 What is not: identities the kit keys on (run id, tenant, agent, call ids), and binary parts —
 masking bytes produces a payload that is neither the original nor honestly empty.
 
@@ -24,6 +26,7 @@ sensibly.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -38,6 +41,76 @@ from agentrun._errors import ConfigurationError
 from agentrun._messages import Message, TextPart, ToolCall
 
 MASK = "[REDACTED]"
+
+SHORTEST_SECRET = 4
+"""The fewest characters a secret's value must have to be masked wherever it appears. Masked
+by value, a shorter one would take out ordinary text with it (every ``a`` of a transcript, for
+a one-character password); it is left to the patterns, and the documentation says to use longer
+secrets (docs/providers.md)."""
+
+
+class SecretValues:
+    """The values of the secrets read for an agent's requests, masked wherever they appear.
+
+    A pattern recognises a key by its shape; a password or a token of no known shape that a
+    service or the model repeats is recognised only by its value. This is where the values go
+    as they are read (``agentrun.runner._secrets``): each as it is and as JSON writes it inside
+    a string (a quote or a backslash escaped, or any character but ASCII), since a tool's or a
+    model's JSON carries it that way. A ``Redactor`` masks them before its patterns, so every
+    writer that masks with the run's ``Masker`` masks them too (``Masker.with_secrets``).
+
+    Values are only ever added: a value read before a rotation may still be in what is written
+    after it.
+    """
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"SecretValues({len(self._values)} forms)"
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def add(self, value: str) -> bool:
+        """Mask ``value`` from now on; False when it is too short to be (``SHORTEST_SECRET``)."""
+        if len(value) < SHORTEST_SECRET:
+            return False
+        forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+        self._values |= forms
+        return True
+
+    def within(self, text: str) -> bool:
+        """Whether ``text`` holds one of the values: a substring search for each, which an
+        agent has a handful of (an alternation of them in ``re`` scanned every character)."""
+        return any(value in text for value in self._values)
+
+    def mask(self, text: str) -> str:
+        """``text`` with every value masked; ``text`` itself when it holds none. Where two
+        values' occurrences overlap, all they cover is one mask: masking one first would leave
+        the rest of the other in clear."""
+        if not self.within(text):
+            return text
+        spans: list[tuple[int, int]] = []
+        for value in self._values:
+            start = text.find(value)
+            while start >= 0:
+                spans.append((start, start + len(value)))
+                start = text.find(value, start + 1)
+        merged: list[list[int]] = []
+        for start, end in sorted(spans):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        pieces: list[str] = []
+        shown = 0
+        for start, end in merged:
+            pieces.extend((text[shown:start], MASK))
+            shown = end
+        pieces.append(text[shown:])
+        return "".join(pieces)
+
 
 BUILTIN_PATTERNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # Each entry: a name, the pattern, and literals one of which every match contains (see
@@ -392,6 +465,8 @@ class Redactor:
     everywhere: the kit cannot know their literals)."""
 
     rules: tuple[Rule, ...]
+    secrets: SecretValues = field(default_factory=SecretValues, repr=False, compare=False)
+    """Values masked wherever they appear, before the rules (``SecretValues``)."""
     # Derived from ``rules``: the literals looked for in the text as it is and in the text
     # folded (``fold``), each with the rules it gates (``_Gate``), and the rules searched
     # whatever the text (no literals, as an extra pattern has, or an empty one).
@@ -445,12 +520,24 @@ class Redactor:
                 ) from exc
         return cls(tuple(rules))
 
+    def with_secrets(self, secrets: SecretValues) -> Redactor:
+        """This redactor masking ``secrets`` as well, its rules and their automata shared with
+        this one: built again for each run (``dataclasses.replace``), they cost more than a
+        short run's masking."""
+        twin = copy.copy(self)
+        object.__setattr__(twin, "secrets", secrets)
+        return twin
+
     def mask(self, text: str) -> str:
         return self._masked(text, self._holding_a_literal(text))
 
     def _masked(self, text: str, gated: dict[int, list[int]] | None) -> str:
         """``text`` masked, given the rules it holds a literal of and where (the scan of this
         very text, ``_holding_a_literal``)."""
+        if self.secrets:
+            unveiled = self.secrets.mask(text)
+            if unveiled is not text:
+                text, gated = unveiled, self._holding_a_literal(unveiled)
         if not gated:
             return text
         # The rules one of whose literals the text holds, until a rule changes the text: a
@@ -481,7 +568,11 @@ class Redactor:
         them; when it is not, each string is masked on its own (with this set when it is the
         only one).
         """
-        return self._holding_a_literal(strings[0] if len(strings) == 1 else _JOIN.join(strings))
+        text = strings[0] if len(strings) == 1 else _JOIN.join(strings)
+        held = self._holding_a_literal(text)
+        if self.secrets.within(text):
+            held.setdefault(_SECRETS, [])
+        return held
 
     def _holding_a_literal(self, text: str) -> dict[int, list[int]]:
         """The indices of the rules one of whose literals ``text`` holds, each with where they
@@ -569,6 +660,9 @@ class _Gate:
     folds: bool
 
 
+_SECRETS = -1
+"""Where ``Redactor._held`` says the strings hold a secret's value: no rule's index."""
+
 _JOIN = "\x00"
 """What ``Redactor._held`` joins strings with: a character no literal holds."""
 
@@ -595,6 +689,14 @@ class Masker:
     @classmethod
     def build(cls, extra_patterns: Iterable[str] = (), *, redact: bool = True) -> Masker:
         return cls(Redactor.build(extra_patterns) if redact else None)
+
+    def with_secrets(self, secrets: SecretValues) -> Masker:
+        """This masking, and ``secrets`` masked by value: a run's, over the backend's (which
+        many runs share, and which should not mask one agent's secrets in another's text).
+        Without redaction (``redact=False``) nothing is masked, secrets neither."""
+        if self.redactor is None:
+            return self
+        return Masker(self.redactor.with_secrets(secrets))
 
     def text(self, text: str) -> str:
         """``text`` as the frontier keeps a message's text."""

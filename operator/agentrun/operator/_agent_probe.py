@@ -211,7 +211,7 @@ async def probe(api: KubeApi, connections: Connections, body: Mapping[str, Any])
         status = status.model_copy(update={"model": model, "tool_servers": servers})
         if server_reason is None:
             declared = await DeclaredAgent.build(
-                name, spec, secrets=secrets, connections=connections
+                name, spec, secrets=secrets, connections=connections, read_ahead=False
             )
             tools = _tools(declared)
             status = status.model_copy(

@@ -361,6 +361,11 @@ class RunWorker:
                 await forget_stored(self.context, lease.tenant, lease.run_id)
                 raise
 
+        # What this attempt writes is masked of its agent's secrets too, as the runner's
+        # checkpoints are (``AgentRunner.on_backend``): the model may echo one in its answer.
+        self.report.status.masker = self.context.backend.masker.with_secrets(
+            resolved.registered.secrets
+        )
         runner = self._runner(spec, resolved.registered, took_lease)
         agent = resolved.registered.definition
         budget = spec.budget.max_cost_micros if spec.budget else resolved.budget_micros

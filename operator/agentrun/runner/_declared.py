@@ -9,7 +9,11 @@ again and gives the definition as it now is.
 
 Secrets are referenced by the spec and read by the ``SecretResolver`` the caller supplies, at
 each request that needs one: the kit's own are ``MappingSecrets`` and ``EnvironmentSecrets``;
-the operator brings one that reads Kubernetes Secrets.
+the operator brings one that reads Kubernetes Secrets. Every value read is remembered in the
+agent's ``SecretValues`` (``Remembering``), which its runs mask by value (``registered``). They
+are all read once as the agent is built, before any run of it writes anything: a run resumed in
+a fresh process masks a value the model echoes at its first reply, before any request of its own
+read it. One that cannot be read then is read, and remembered, at the request that needs it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue
 
+from agentrun._redaction import SecretValues
 from agentrun.runner._agents import AgentDefinition
 from agentrun.runner._connections import Connections
 from agentrun.runner._http_tool import http_tool
@@ -27,7 +32,12 @@ from agentrun.runner._providers.anthropic import AnthropicMessagesProvider
 from agentrun.runner._providers.base import Provider
 from agentrun.runner._providers.openai import OpenAIChatProvider
 from agentrun.runner._registry import RegisteredAgent
-from agentrun.runner._secrets import SecretResolver
+from agentrun.runner._secrets import (
+    Remembering,
+    Revealed,
+    SecretResolver,
+    SecretUnavailableError,
+)
 from agentrun.runner._spec import AgentSpec, ModelSpec
 from agentrun.runner._tools import Tool
 
@@ -71,6 +81,17 @@ async def _define(
     )
 
 
+async def _read_ahead(spec: AgentSpec, secrets: SecretResolver | None) -> None:
+    """Read every secret ``spec`` references, so that each is remembered before a run writes
+    anything; one that cannot be read now is read at its request (and fails that)."""
+    revealed = Revealed(secrets)
+    for reference in spec.secret_references():
+        try:
+            await revealed.reveal(reference)
+        except SecretUnavailableError:
+            continue
+
+
 @dataclass
 class DeclaredAgent:
     name: str
@@ -81,6 +102,7 @@ class DeclaredAgent:
     servers: tuple[McpServer, ...]
     http_tools: tuple[Tool, ...]
     connections: Connections
+    secret_values: SecretValues
 
     @classmethod
     async def build(
@@ -90,13 +112,20 @@ class DeclaredAgent:
         *,
         secrets: SecretResolver | None = None,
         connections: Connections | None = None,
+        read_ahead: bool = True,
     ) -> DeclaredAgent:
         """List every MCP server and make the agent; ``ConfigurationError`` names what does not
         fit (a server that refuses the listing, a tool the allow-list names that it does not
         list, two tools of one name), ``ToolServerUnavailableError`` a server that could not be
-        reached (retryable: the spec is fine)."""
+        reached (retryable: the spec is fine). ``read_ahead=False`` reads no secret the listing
+        does not need, for an agent no run will use (the operator's probe of an ``Agent``,
+        which would otherwise read every Secret it names again at every probe)."""
         pool = connections or Connections()
+        values = SecretValues()
+        secrets = None if secrets is None else Remembering(secrets, values)
         try:
+            if read_ahead:
+                await _read_ahead(spec, secrets)
             servers = tuple(
                 McpServer(server, connections=pool, secrets=secrets) for server in spec.tools.mcp
             )
@@ -117,6 +146,7 @@ class DeclaredAgent:
             servers=servers,
             http_tools=http_tools,
             connections=pool,
+            secret_values=values,
         )
 
     async def refresh(self) -> AgentDefinition:
@@ -134,7 +164,10 @@ class DeclaredAgent:
         """The agent as the CLI and the operator run one (``AgentRunner.on_backend``)."""
         provider = self.provider
         return RegisteredAgent(
-            definition=self.definition, provider=lambda: provider, prices=self.prices
+            definition=self.definition,
+            provider=lambda: provider,
+            prices=self.prices,
+            secrets=self.secret_values,
         )
 
     async def aclose(self) -> None:

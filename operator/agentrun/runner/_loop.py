@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypedDict, Unpack
 
 from opentelemetry.trace import Tracer
@@ -193,7 +193,7 @@ class AgentRunner:
                 backend.checkpoints,
                 checkpoint_policy,
                 history=backend.history,
-                masker=backend.masker,
+                masker=backend.masker.with_secrets(registered.secrets),
                 commits=backend.commits if isinstance(backend, StoreSet) else None,
             ),
             leases=backend.leases,
@@ -444,6 +444,9 @@ class AgentRunner:
             result = state.result(RunStatus.DEADLINE_EXCEEDED, self.checkpoints.last_error)
         except BudgetExceededError:
             result = state.result(RunStatus.BUDGET_EXCEEDED, self.checkpoints.last_error)
+        # The answer is masked as its message is in the transcript, and as the operator shows
+        # it: the model may echo a secret in it, and a caller may print or log it.
+        result = replace(result, output=self.checkpoints.masker.text(result.output))
         if self.on_result is not None:
             await self.on_result(result)
         return result

@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 
 from agentrun._errors import ConfigurationError
 from agentrun._outcomes import Outcome
+from agentrun._redaction import SecretValues
 from agentrun.runner._agents import AgentDefinition
 from agentrun.runner._pricing import DEFAULT_PRICES, PriceTable
 from agentrun.runner._providers.base import Provider
@@ -26,11 +27,15 @@ GROUP = "agentrun.agents"
 
 @dataclass(frozen=True)
 class RegisteredAgent:
-    """An agent as an image registers it: its definition, the provider it talks to, its prices."""
+    """An agent as an image registers it: its definition, the provider it talks to, its prices,
+    and the values of the secrets its requests read, which its runs mask wherever they appear
+    (a declared agent's: ``DeclaredAgent``; an agent of the image reads its own keys, and may
+    add them here)."""
 
     definition: AgentDefinition
     provider: Callable[[], Provider]
     prices: PriceTable = DEFAULT_PRICES
+    secrets: SecretValues = field(default_factory=SecretValues, compare=False)
 
 
 MODULES_VARIABLE = "AGENTRUN_AGENT_MODULES"

@@ -8,9 +8,14 @@ operator — at the moment a request is made, kept in memory for that request on
 into anything the kit persists: the arguments a model gave (which a frontier keeps) never contain
 it, because the model never sees it; headers are not persisted at all.
 
-A remote service may still echo a secret back (an error page quoting the header it got).
-``Revealed`` remembers the values one request used, so its answer is scrubbed of them before the
-answer joins the conversation; the checkpointer's pattern redaction stays on behind that.
+A remote service may still echo a secret back (an error page quoting the header it got), and
+so may the model (a reply that repeats a token a tool was handed, or its own key). So every value
+read for an agent is remembered as it is read (``Remembering``) in the agent's ``SecretValues``,
+which the run's ``Masker`` masks wherever they appear (``Masker.with_secrets``), the model's
+replies and the final answer included: one masking for the transcript, the stores, the status and
+the events. ``Revealed`` masks an answer with the values its request used before the answer
+joins the conversation, with the same ``SecretValues``, for what is written with no run's masker
+(an Agent's probe).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pydantic import Field
 from agentrun._base import SpecModel
 from agentrun._errors import AgentRunError
 from agentrun._outcomes import Outcome
-from agentrun._redaction import MASK
+from agentrun._redaction import SecretValues
 
 
 class SecretKeyRef(SpecModel):
@@ -133,12 +138,31 @@ class EnvironmentSecrets:
         return value
 
 
+@dataclass(frozen=True)
+class Remembering:
+    """A resolver that adds every value it reads to ``values`` before handing it out, so that
+    the value is masked in whatever is written after the request that uses it: its answer,
+    the model's next reply, a rotated value read mid-run as much as one read at the start."""
+
+    resolver: SecretResolver
+    values: SecretValues = field(repr=False)
+
+    async def resolve(self, ref: SecretKeyRef) -> str:
+        value = await self.resolver.resolve(ref)
+        self.values.add(value)
+        return value
+
+    def refused(self, ref: SecretKeyRef) -> None:
+        if isinstance(self.resolver, KeepingResolver):
+            self.resolver.refused(ref)
+
+
 @dataclass
 class Revealed:
     """The secret values one request used, so that what comes back can be scrubbed of them."""
 
     resolver: SecretResolver | None
-    values: list[str] = field(default_factory=list, repr=False)
+    values: SecretValues = field(default_factory=SecretValues, repr=False)
     refs: list[SecretKeyRef] = field(default_factory=list)
 
     async def reveal(self, value: MaybeSecret) -> str:
@@ -156,8 +180,7 @@ class Revealed:
             # with its cause, which says what to fix.
             raise SecretUnavailableError(value.ref, f"{type(error).__name__}: {error}") from error
         self.refs.append(value.ref)
-        if secret:
-            self.values.append(secret)
+        self.values.add(secret)
         return value.prefix + secret
 
     async def reveal_all(self, values: Mapping[str, MaybeSecret]) -> dict[str, str]:
@@ -171,8 +194,5 @@ class Revealed:
                 self.resolver.refused(ref)
 
     def scrub(self, text: str) -> str:
-        """``text`` with every secret this request used masked (longest first, so a secret
-        that contains another is masked whole)."""
-        for secret in sorted(set(self.values), key=len, reverse=True):
-            text = text.replace(secret, MASK)
-        return text
+        """``text`` with every secret this request used masked (``SecretValues.mask``)."""
+        return self.values.mask(text)

@@ -147,3 +147,15 @@ class AgentSpec(SpecModel):
     instructions: str
     max_iterations: int = Field(default=25, ge=1)
     tools: ToolsSpec = Field(default_factory=ToolsSpec)
+
+    def secret_references(self) -> tuple[SecretReference, ...]:
+        """Every secret the agent's requests read: the model's key, MCP servers' headers and
+        fixed arguments, HTTP tools' headers and fixed arguments."""
+        written: list[MaybeSecret] = [] if self.model.api_key is None else [self.model.api_key]
+        for server in self.tools.mcp:
+            written.extend(server.headers.values())
+            for override in server.tools.values():
+                written.extend(override.arguments.values())
+        for tool in self.tools.http:
+            written.extend((*tool.headers.values(), *tool.arguments.values()))
+        return tuple(value for value in written if isinstance(value, SecretReference))
