@@ -16,6 +16,7 @@ session's plane) approvals work as before: tests/kube/test_operator.py.
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,6 +130,46 @@ def test_an_approval_nothing_authenticated_is_not_acted_on(
     assert count_effects(effects, "refund") == refunds, "the held call was made"
     assert plane.requests()["PATCH agentruns"] == asked
     assert has_condition(kube, "refund-spoofed", "Succeeded", "Unknown", REASON)
+
+
+def test_a_resolution_nothing_authenticated_is_not_acted_on(
+    unenforced: Kube, redis: RedisServer, effects: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """An SMS in flight when its holder died: a resolution ``didNotRun`` in alice's name would
+    have it sent again. On a namespace of its own, where the one replica that takes the run
+    dies with the text in flight and another starts only then."""
+    kube = Kube(unenforced.control_plane, "texts", unenforced.kubectl_bin)
+    kube.kubectl("create", "namespace", "texts")
+    operators = operator_pool(kube, redis, effects, tmp_path_factory)
+    try:
+        lingering = operators.start("replica-slow", AGENTRUN_TEST_SMS_LINGER="30")
+        apply_run(kube, "texted", "texter")
+        wait_for("the text", lambda: count_effects(effects, "sms") == 1, 60, operators.logs)
+        lingering.signal(signal.SIGKILL)
+        lingering.wait()
+        operators.start("replica-a")
+        wait_for(
+            "texted to be indeterminate",
+            lambda: has_condition(kube, "texted", "Indeterminate", "True"),
+            60,
+            operators.logs,
+        )
+        [call] = get_run(kube, "texted")["status"]["indeterminateCalls"]
+        answer = {"callId": call["callId"], "outcome": "didNotRun", "by": "alice"}
+        patch = [{"op": "add", "path": "/spec/resolutions", "value": [answer]}]
+        bob = kube.grant("bob", "agentrun-edit")
+        bob.kubectl("patch", "agentrun", "texted", "--type=json", "-p", json.dumps(patch))
+        wait_for(
+            "texted to say its decisions are not authenticated",
+            lambda: has_condition(kube, "texted", "Succeeded", "Unknown", REASON),
+            60,
+            operators.logs,
+        )
+        time.sleep(2)
+        assert count_effects(effects, "sms") == 1, "the text was sent again"
+        assert has_condition(kube, "texted", "Indeterminate", "True")
+    finally:
+        operators.stop_all()
 
 
 def test_an_install_that_accepts_unauthenticated_decisions_acts_on_them(

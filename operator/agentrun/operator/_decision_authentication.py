@@ -13,8 +13,8 @@ So before it acts on a decision the operator asks the API server itself: a dry r
 (``dryRun=All``: admitted or refused, never stored) of a JSON patch that appends to the very run
 an entry of the same kind, with a fresh id, in the name of nobody (a ``by`` that no user, the
 operator's own included, can be). Only the policy's own refusal (``REFUSALS``) says decisions are
-authenticated; the patch taken says they are not; any other refusal (the run changed under the
-patch's ``test``, a list at its bound, a 403 of the operator's RBAC) says neither, and is raised
+authenticated; the patch taken says they are not; any other refusal (the list appeared since the
+run was seen, a list at its bound, a 403 of the operator's RBAC) says neither, and is raised
 as ``Rejected``, so nothing is acted on and the worker tries again after its backoff, as it does
 when the API server is away.
 
@@ -67,8 +67,9 @@ class _Verdict:
 
 
 def _probe(run: Mapping[str, Any], kind: Kind) -> list[dict[str, Any]]:
-    """A JSON patch appending to ``run`` an entry of ``kind`` that nobody could have written:
-    only while the run is as seen (the ``test``), so a change meanwhile refuses it."""
+    """A JSON patch appending to ``run`` an entry of ``kind`` that nobody could have written. It
+    tests nothing of the run: whatever else changed, the policy judges the entry appended, and a
+    list that appeared since ``run`` was seen makes the patch replace it, which the CRD refuses."""
     token = secrets.token_hex(8)
     nobody = f"agentrun.dev/authentication-check-{token}"
     entry: dict[str, str] = (
@@ -76,14 +77,9 @@ def _probe(run: Mapping[str, Any], kind: Kind) -> list[dict[str, Any]]:
         if kind == "approvals"
         else {"callId": nobody, "outcome": "didNotRun", "by": nobody}
     )
-    given = (run.get("spec") or {}).get(kind)
-    append = (
-        {"op": "add", "path": f"/spec/{kind}/-", "value": entry}
-        if isinstance(given, list)
-        else {"op": "add", "path": f"/spec/{kind}", "value": [entry]}
-    )
-    version = run["metadata"].get("resourceVersion")
-    return [{"op": "test", "path": "/metadata/resourceVersion", "value": version}, append]
+    if isinstance((run.get("spec") or {}).get(kind), list):
+        return [{"op": "add", "path": f"/spec/{kind}/-", "value": entry}]
+    return [{"op": "add", "path": f"/spec/{kind}", "value": [entry]}]
 
 
 def _said(refusal: ApiException) -> str:
@@ -114,7 +110,7 @@ class DecisionAuthentication:
         may (authenticated, or the install accepts them unauthenticated).
 
         Args:
-            run: the AgentRun as last seen (its namespace, name and resourceVersion are used).
+            run: the AgentRun as last seen (its namespace, name and spec's lists are used).
             kinds: the lists of its spec that hold decisions about to be acted on.
             ask: whether the run's spec changed since its worker last asked: if not, a kept
                 answer is used however old, and only a namespace never asked about is asked.

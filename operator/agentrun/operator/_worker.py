@@ -16,6 +16,7 @@ This module is the daemon loop and what it does after an attempt, decided by the
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -407,9 +408,15 @@ class RunWorker:
                     stop=stop,
                     budget_micros=budget,
                     # Only when there are answers to record: without the hook the frontier,
-                    # transcript and records are one read (``read_and_plan``). One appended
-                    # after ``spec`` was read is seen by the next attempt (``_waiting_on_people``).
-                    before_planning=self._record_resolutions if spec.resolutions else None,
+                    # transcript and records are one read (``read_and_plan``). Those of ``spec``,
+                    # the answers whose authentication was checked: one appended after ``spec``
+                    # was read is seen by the next attempt (``_waiting_on_people``), which checks
+                    # it first (``_decisions_unauthenticated``).
+                    before_planning=(
+                        functools.partial(self._record_resolutions, spec)
+                        if spec.resolutions
+                        else None
+                    ),
                 )
             except NothingCheckpointedError:
                 await runner.run(
@@ -505,11 +512,9 @@ class RunWorker:
                 return
             await self.news.next(write_due - now)
 
-    async def _record_resolutions(self, checkpoint: Checkpoint) -> None:
+    async def _record_resolutions(self, spec: AgentRunSpec, checkpoint: Checkpoint) -> None:
         backend = self.context.backend
-        recorded = await record_resolutions(
-            backend.idempotency, backend.history, checkpoint, self._spec()
-        )
+        recorded = await record_resolutions(backend.idempotency, backend.history, checkpoint, spec)
         for answer in recorded:
             self.report.say(
                 "recorded %s's answer for call %s: %s", answer.by, answer.call_id, answer.outcome
