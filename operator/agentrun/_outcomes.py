@@ -320,6 +320,17 @@ class Outcome(StrEnum):
             event=_warning("StoreDataLost"),
         ),
     )
+    DECISIONS_UNAUTHENTICATED = (
+        "decisions_unauthenticated",
+        _facts(
+            Exit.MUST_NOT_CARRY_ON,
+            ("Unknown", "DecisionsUnauthenticated"),
+            "the run holds a person's approval or resolution, and the API server does not "
+            "authenticate who appended it (nothing enforces the chart's decisions policy): the "
+            "operator acts on none, and the run waits until it is enforced",
+            event=_warning("DecisionsUnauthenticated"),
+        ),
+    )
     STORE_UNAVAILABLE = (
         "store_unavailable",
         _facts(

@@ -19,27 +19,11 @@ from pathlib import Path
 
 import pytest
 from tests.support.agent_manifests import AGENT_SECRETS_CHECKED
+from tests.support.chart import install_cluster_objects
 from tests.support.counting_api import CountingApi
-from tests.support.kube import (
-    REPO,
-    ControlPlane,
-    Kube,
-    helm_binary,
-    kubectl_binary,
-    start_control_plane,
-)
+from tests.support.kube import ControlPlane, Kube, kubectl_binary, start_control_plane
 from tests.support.operator import Operators, operator_pool, wait_for
 from tests.support.redis_server import RedisServer, redis_server
-
-CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
-AGENT_CRD = REPO / "crds" / "agents.agentrun.dev.yaml"
-CHART = REPO / "charts" / "agentrun-operator"
-ACCESS_CONTROL = (
-    "templates/decision-policy.yaml",
-    "templates/agent-secrets-policy.yaml",
-    "templates/user-roles.yaml",
-)
-"""The chart's cluster-wide objects besides the CRD."""
 
 
 @pytest.fixture(scope="session")
@@ -56,17 +40,7 @@ def cluster(control_plane: ControlPlane) -> Kube:
     """The cluster with the AgentRun and Agent CRDs installed and Established, in namespace
     default."""
     kube = Kube(control_plane, "default", kubectl_binary())
-    kube.kubectl("apply", "--server-side", "-f", str(CRD), "-f", str(AGENT_CRD))
-    kube.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/agentruns.agentrun.dev",
-        "crd/agents.agentrun.dev",
-    )
-    only = [arg for template in ACCESS_CONTROL for arg in ("--show-only", template)]
-    rendered = kube.helm(helm_binary(), "template", "agentrun", str(CHART), *only).stdout
-    kube.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
+    install_cluster_objects(kube)
     wait_for("the decision policy to be enforced", lambda: _policy_enforced(kube), 60)
     wait_for("the Agent Secrets policy to be enforced", lambda: _secrets_policy_enforced(kube), 60)
     return kube

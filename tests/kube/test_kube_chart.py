@@ -277,6 +277,10 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         ({"tracing": {"sampleRatio": 1.5}}, "tracing.sampleRatio"),
         ({"maxActiveRunsPerReplica": -1}, "maxActiveRunsPerReplica"),
         ({"segmentForm": "zlib"}, "segmentForm"),
+        (
+            {"accessControl": {"acceptUnauthenticatedDecisions": "yes"}},
+            "accessControl.acceptUnauthenticatedDecisions",
+        ),
     ],
     ids=[
         "top-level",
@@ -303,6 +307,7 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         "tracing-sample-ratio",
         "max-active-runs",
         "segment-form",
+        "accept-unauthenticated-decisions",
     ],
 )
 def test_values_with_a_typo_are_rejected_by_the_schema(
@@ -672,6 +677,32 @@ def test_the_network_policy_is_off_by_default_and_needs_the_api_server(
     ]
     assert redis["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "redis"
     assert endpoints == {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 443}]}
+
+
+def test_accepting_unauthenticated_decisions_is_asked_for_by_name(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    """``accessControl.acceptUnauthenticatedDecisions`` is the operator's
+    AGENTRUN_ACCEPT_UNAUTHENTICATED_DECISIONS: false unless a release says otherwise
+    (tests/kube/test_kube_unauthenticated_decisions.py)."""
+
+    def accepted(*values: str) -> object:
+        (deployment,) = by_kind(render(kube, helm, kube_version, *values), "Deployment")
+        env = {e["name"]: e.get("value") for e in container_of(deployment)["env"]}
+        return env["AGENTRUN_ACCEPT_UNAUTHENTICATED_DECISIONS"]
+
+    assert accepted() == "false"
+    assert accepted("--set", "accessControl.acceptUnauthenticatedDecisions=true") == "true"
+
+
+def test_a_kubernetes_without_the_v1_admission_policy_is_refused(kube: Kube, helm: str) -> None:
+    """The decisions policy is admissionregistration.k8s.io/v1 (Kubernetes 1.30): on an older
+    server nothing would authenticate decisions, so the chart does not install there."""
+    result = kube.helm(
+        helm, "template", "agentrun", str(CHART), "--kube-version", "v1.29.9", check=False
+    )
+    assert result.returncode != 0
+    assert "chart requires kubeVersion: >=1.30.0-0" in result.stderr, result.stderr
 
 
 def test_a_budget_with_both_bounds_is_refused(kube: Kube, helm: str, kube_version: str) -> None:

@@ -7,19 +7,37 @@ need a control plane nobody else's namespaces or CRD live on: ``private_cluster`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.kube import REPO, ControlPlane, Kube, kubectl_binary, start_control_plane
+from tests.support.kube import (
+    REPO,
+    ControlPlane,
+    Kube,
+    helm_binary,
+    kubectl_binary,
+    start_control_plane,
+)
 
 CHART = REPO / "charts" / "agentrun-operator"
+CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
+AGENT_CRD = REPO / "crds" / "agents.agentrun.dev.yaml"
+ACCESS_CONTROL = (
+    "templates/decision-policy.yaml",
+    "templates/agent-secrets-policy.yaml",
+    "templates/user-roles.yaml",
+)
+"""The chart's cluster-wide objects besides the CRDs."""
 
 
 @contextmanager
-def private_cluster(workdir: Path, namespace: str) -> Iterator[Kube]:
-    """A control plane of its own, and a view of it in ``namespace`` (created)."""
-    plane = start_control_plane(workdir)
+def private_cluster(
+    workdir: Path, namespace: str, apiserver_flags: Sequence[str] = ()
+) -> Iterator[Kube]:
+    """A control plane of its own (kube-apiserver given ``apiserver_flags`` besides its own),
+    and a view of it in ``namespace`` (created)."""
+    plane = start_control_plane(workdir, apiserver_flags)
     try:
         kube = Kube(plane, namespace, kubectl_binary())
         kube.kubectl("create", "namespace", namespace)
@@ -35,3 +53,19 @@ def service_account_kubeconfig(kube: Kube, service_account: str) -> Path:
     plane = kube.control_plane
     assert isinstance(plane, ControlPlane), "a token kubeconfig is made for the envtest plane"
     return plane.kubeconfig_with_token(f"{kube.namespace}-{service_account}", token, kube.namespace)
+
+
+def install_cluster_objects(kube: Kube) -> None:
+    """What the chart installs cluster-wide: the CRDs (Established), the decision policy and the
+    user roles, as ``helm template`` renders them."""
+    kube.kubectl("apply", "--server-side", "-f", str(CRD), "-f", str(AGENT_CRD))
+    kube.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/agentruns.agentrun.dev",
+        "crd/agents.agentrun.dev",
+    )
+    only = [arg for template in ACCESS_CONTROL for arg in ("--show-only", template)]
+    rendered = kube.helm(helm_binary(), "template", "agentrun", str(CHART), *only).stdout
+    kube.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)

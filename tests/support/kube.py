@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -259,8 +259,10 @@ def _wait_ready(
         time.sleep(0.25)
 
 
-def start_control_plane(workdir: Path) -> ControlPlane:
-    """Start etcd and kube-apiserver in ``workdir``; the caller must ``stop()`` them."""
+def start_control_plane(workdir: Path, apiserver_flags: Sequence[str] = ()) -> ControlPlane:
+    """Start etcd and kube-apiserver in ``workdir``, kube-apiserver with ``apiserver_flags``
+    besides its own (``--disable-admission-plugins=...``: a cluster configured otherwise); the
+    caller must ``stop()`` them."""
     apiserver_bin, etcd_bin = kube_apiserver_binary(), etcd_binary()
     started = time.monotonic()
     deadline = started + START_TIMEOUT_S
@@ -318,6 +320,7 @@ def start_control_plane(workdir: Path) -> ControlPlane:
                     "--enable-priority-and-fairness=false",
                     f"--audit-policy-file={workdir / 'audit-policy.yaml'}",
                     f"--audit-log-path={workdir / 'audit.log'}",
+                    *apiserver_flags,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -14,6 +14,7 @@ from agentrun._backend import Backend
 from agentrun.operator._agent_resolver import AgentResolver
 from agentrun.operator._config import OperatorConfig
 from agentrun.operator._context import OperatorContext
+from agentrun.operator._decision_authentication import DecisionAuthentication
 from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
 from agentrun.operator._news import News
@@ -38,5 +39,6 @@ def lone_worker(
         resolver=AgentResolver(api, {}),
         slots=RunSlots(0),
         peers=Peers(config.worker_id),
+        decisions=DecisionAuthentication(api, accept_unauthenticated=False),
     )
     return RunWorker(context, body, lambda: False, logging.getLogger("test"), news)

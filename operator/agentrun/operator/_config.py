@@ -38,6 +38,10 @@ class OperatorConfig(FrozenModel):
     secret_max_age: float = Field(default=DEFAULT_MAX_AGE, ge=0)
     """Seconds a Secret read is used for before it is read again, 0 at every request
     (``kube_secrets``)."""
+    accept_unauthenticated_decisions: bool = False
+    """Act on approvals and resolutions even where the API server does not authenticate them
+    (``decision_authentication``): anyone who may patch a run may then decide in anyone's
+    name. Unsafe; the chart's ``accessControl.acceptUnauthenticatedDecisions``."""
     segment_form: SegmentForm = SegmentForm.ZSTD
     """The form transcript segments are written in (``SegmentForm``): ``zlib-json`` while
     replicas of chart 0.2.0 or earlier may still take runs over."""
@@ -76,9 +80,18 @@ class OperatorConfig(FrozenModel):
             kube_threads=int(os.environ.get("AGENTRUN_KUBE_THREADS", "32")),
             max_active_runs=int(os.environ.get("AGENTRUN_MAX_ACTIVE_RUNS", "0")),
             secret_max_age=float(os.environ.get("AGENTRUN_SECRET_MAX_AGE", str(DEFAULT_MAX_AGE))),
+            accept_unauthenticated_decisions=_flag("AGENTRUN_ACCEPT_UNAUTHENTICATED_DECISIONS"),
             segment_form=_segment_form(os.environ.get("AGENTRUN_SEGMENT_FORM")),
             egress=_egress_policy(),
         )
+
+
+def _flag(name: str) -> bool:
+    """A true/false setting, false when unset; anything else is refused rather than guessed."""
+    given = os.environ.get(name, "").strip().lower()
+    if given not in ("", "true", "false"):
+        raise ConfigurationError(f"{name}={given!r} is neither true nor false")
+    return given == "true"
 
 
 def _segment_form(given: str | None) -> SegmentForm:

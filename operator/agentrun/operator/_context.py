@@ -1,6 +1,6 @@
 """What every handler of one operator process shares: config, stores, API, metrics, agents
 (those in the image, and the resolver that also finds Agent resources), the watch's news and the
-replicas it shows."""
+replicas it shows, and what the API server says of people's decisions."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from agentrun._backend import Backend
 from agentrun.operator._agent_resolver import AgentResolver
 from agentrun.operator._config import OperatorConfig
+from agentrun.operator._decision_authentication import DecisionAuthentication
 from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
 from agentrun.operator._news import Newsroom
@@ -30,4 +31,5 @@ class OperatorContext:
     resolver: AgentResolver
     slots: RunSlots
     peers: Peers
+    decisions: DecisionAuthentication
     newsroom: Newsroom = field(default_factory=Newsroom)

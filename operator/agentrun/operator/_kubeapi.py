@@ -156,6 +156,33 @@ class KubeApi:
 
         return await self._off_loop(call)
 
+    async def dry_run_patch(
+        self, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> ApiException | None:
+        """Have the API server admit or refuse a JSON patch of the run without storing it
+        (``dryRun=All``: admission runs as for a real patch); its refusal, None if it took it.
+        An answer a retry can change (a 5xx, a timeout) is raised, not returned."""
+
+        def call() -> ApiException | None:
+            try:
+                self._objects.patch_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    PLURAL,
+                    name,
+                    operations,
+                    dry_run="All",
+                    _content_type=JSON_PATCH,
+                )
+            except ApiException as error:
+                if error.status in range(400, 500) and error.status not in (408, 429):
+                    return error  # a refusal; a timeout or throttling is asked again
+                raise
+            return None
+
+        return await self._off_loop(call)
+
     async def namespace_labels(self, namespace: str) -> dict[str, str]:
         def call() -> dict[str, str]:
             found = self._core.read_namespace(namespace)

@@ -24,6 +24,7 @@ from agentrun.operator import _stopping as stopping
 from agentrun.operator._agent_resolver import AgentResolver
 from agentrun.operator._config import DEFAULT_CONTROLLER, OperatorConfig
 from agentrun.operator._context import OperatorContext
+from agentrun.operator._decision_authentication import DecisionAuthentication
 from agentrun.operator._forget import Forgetting
 from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
@@ -191,6 +192,9 @@ async def start(
         ),
         slots=RunSlots(config.max_active_runs),
         peers=Peers(config.worker_id),
+        decisions=DecisionAuthentication(
+            api, accept_unauthenticated=config.accept_unauthenticated_decisions
+        ),
     )
     memo.forgetting = Forgetting()
     await raise_a_pending_stop()

@@ -16,6 +16,7 @@ This module is the daemon loop and what it does after an attempt, decided by the
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -30,6 +31,7 @@ from agentrun.operator._agent_resolver import ResolvedAgent
 from agentrun.operator._answers import record_approvals, record_resolutions, waiting_on_people
 from agentrun.operator._claims import claim
 from agentrun.operator._context import OperatorContext
+from agentrun.operator._decision_authentication import Kind
 from agentrun.operator._events import CLAIMED_ELSEWHERE, notice
 from agentrun.operator._finalizers import ensure_finalizer
 from agentrun.operator._forget import forget_run, forget_stored
@@ -89,6 +91,9 @@ class RunWorker:
         """How long to wait after a failure a retry can help, growing while they come in a row
         and reset by a success: one for every kind, since they mostly share a cause (a store
         away fails the lease check, the attempt and the forgetting alike)."""
+        self._decisions_asked_at: object = None
+        """The run's generation when this worker last asked whether its decisions may be acted
+        on (``_decisions_unauthenticated``)."""
         self._returned: Mapping[str, Any] | None = None
         """The run as the API server last returned it to this worker, until an attempt uses it:
         fresher than the watch's view, so the attempt need not read it again."""
@@ -233,6 +238,10 @@ class RunWorker:
             if self._waiting_on_people(spec):
                 await self._pause()
                 continue
+            unauthenticated = await self._decisions_unauthenticated(spec)
+            if unauthenticated is not None:
+                await self._idle(Outcome.DECISIONS_UNAUTHENTICATED, unauthenticated)
+                continue
             # A slot of this replica's limit (``slots``), held while the run is driven. A wait
             # for one may have let another replica take the lease, or the run move on.
             waited = await self.context.slots.take(self._over, self.context.config.poll_interval)
@@ -269,6 +278,20 @@ class RunWorker:
                 await self._attempt(spec, resolved, fresh)
             finally:
                 self.context.slots.give_back()
+
+    async def _decisions_unauthenticated(self, spec: AgentRunSpec) -> str | None:
+        """Why the approvals and resolutions ``spec`` holds may not be acted on (the API server
+        does not authenticate them: ``decision_authentication``), or None. Asked again only
+        once the spec changed since (its generation): a run held on this costs no request while
+        it waits."""
+        kinds: list[Kind] = []
+        if spec.approvals:
+            kinds.append("approvals")
+        if spec.resolutions:
+            kinds.append("resolutions")
+        generation = self.body["metadata"].get("generation")
+        ask, self._decisions_asked_at = generation != self._decisions_asked_at, generation
+        return await self.context.decisions.unauthenticated(self.body, kinds, ask=ask)
 
     async def _let_the_preferred_claim(self) -> None:
         """A run nobody has claimed yet, that another replica of this install is the one to
@@ -390,9 +413,15 @@ class RunWorker:
                     stop=stop,
                     budget_micros=budget,
                     # Only when there are answers to record: without the hook the frontier,
-                    # transcript and records are one read (``read_and_plan``). One appended
-                    # after ``spec`` was read is seen by the next attempt (``_waiting_on_people``).
-                    before_planning=self._record_resolutions if spec.resolutions else None,
+                    # transcript and records are one read (``read_and_plan``). Those of ``spec``,
+                    # the answers whose authentication was checked: one appended after ``spec``
+                    # was read is seen by the next attempt (``_waiting_on_people``), which checks
+                    # it first (``_decisions_unauthenticated``).
+                    before_planning=(
+                        functools.partial(self._record_resolutions, spec)
+                        if spec.resolutions
+                        else None
+                    ),
                 )
             except NothingCheckpointedError:
                 await runner.run(
@@ -488,11 +517,9 @@ class RunWorker:
                 return
             await self.news.next(write_due - now)
 
-    async def _record_resolutions(self, checkpoint: Checkpoint) -> None:
+    async def _record_resolutions(self, spec: AgentRunSpec, checkpoint: Checkpoint) -> None:
         backend = self.context.backend
-        recorded = await record_resolutions(
-            backend.idempotency, backend.history, checkpoint, self._spec()
-        )
+        recorded = await record_resolutions(backend.idempotency, backend.history, checkpoint, spec)
         for answer in recorded:
             self.report.say(
                 "recorded %s's answer for call %s: %s", answer.by, answer.call_id, answer.outcome
