@@ -6,18 +6,22 @@ then SubjectAccessReview of ``get`` on the path). ServiceAccounts with real toke
 bound to the chart's ClusterRole ``agentrun-metrics-reader`` (installed by the session fixture)
 reads the metrics, one without it is refused, and a scrape without a valid token is asked to
 authenticate. Plain HTTP is not served, and a scraper that comes back often costs the API server
-no review each time: the API server's own request counter says how many it made.
+no review each time: the API server's own request counter says how many it made. Given a
+certificate (the chart's ``metrics.certSecret``, mounted), a replica serves it, and a scraper
+verifies it.
 """
 
 from __future__ import annotations
 
 import http.client
+import shutil
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.support.kube import Kube
+from tests.support.kube import Kube, make_certificates
 from tests.support.operator import Operators, Replica, operator_pool, wait_for
 from tests.support.redis_server import RedisServer
 
@@ -102,3 +106,31 @@ def test_a_frequent_scraper_is_reviewed_once(kube: Kube, replica: Replica) -> No
     for _ in range(SCRAPES):
         assert replica.scrape(token)[0] == 200
     assert _reviews(kube) - before == 1
+
+
+def test_a_given_certificate_is_served_and_verifies(
+    kube: Kube,
+    redis: RedisServer,
+    effects: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    replica: Replica,
+) -> None:
+    made = tmp_path_factory.mktemp("metrics-ca")
+    make_certificates(made)
+    mounted = tmp_path_factory.mktemp("metrics-tls")  # as a kubernetes.io/tls Secret's keys
+    shutil.copy(made / "server.crt", mounted / "tls.crt")
+    shutil.copy(made / "server.key", mounted / "tls.key")
+    pool = operator_pool(
+        kube, redis, effects, tmp_path_factory,
+        AGENTRUN_METRICS_SECURE="true", AGENTRUN_METRICS_CERT_DIR=str(mounted),
+    )  # fmt: skip
+    given = pool.start("certified")
+    try:
+        wait_for("the metrics endpoint", lambda: _serves(given), 60, pool.logs)
+        status, body = given.scrape(_token(kube, "verifier", reader=True), ca=made / "ca.crt")
+        assert status == 200, body
+        # The self-signed certificate of a replica given none does not verify.
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            replica.scrape(ca=made / "ca.crt")
+    finally:
+        pool.stop_all()

@@ -1,5 +1,6 @@
 """How many Kubernetes calls a replica has in flight is a setting (``AGENTRUN_KUBE_THREADS``), and
-so is the form transcript segments are written in (``AGENTRUN_SEGMENT_FORM``).
+so are the form transcript segments are written in (``AGENTRUN_SEGMENT_FORM``) and whether its
+metrics are secure (``AGENTRUN_METRICS_SECURE``).
 
 ``make bench-agents`` shows why: with hundreds of runs in flight, 32 threads make status writes
 wait for a thread, and a replica on a faster API server is served by more.
@@ -36,4 +37,16 @@ def test_the_segment_form_is_zstd_unless_told(monkeypatch: pytest.MonkeyPatch) -
     assert OperatorConfig.from_environment().segment_form is SegmentForm.ZLIB_JSON
     monkeypatch.setenv("AGENTRUN_SEGMENT_FORM", "zlib")
     with pytest.raises(ConfigurationError, match=r"AGENTRUN_SEGMENT_FORM='zlib'.*zlib-json"):
+        OperatorConfig.from_environment()
+
+
+def test_metrics_are_secure_unless_told_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTRUN_STORE_URL", "memory://")
+    monkeypatch.delenv("AGENTRUN_METRICS_SECURE", raising=False)
+    assert OperatorConfig.from_environment().metrics_secure is True
+    monkeypatch.setenv("AGENTRUN_METRICS_SECURE", "false")
+    assert OperatorConfig.from_environment().metrics_secure is False
+    # A typo must not switch the guard off, nor be taken for on: it is refused.
+    monkeypatch.setenv("AGENTRUN_METRICS_SECURE", "flase")
+    with pytest.raises(ConfigurationError, match="AGENTRUN_METRICS_SECURE='flase'"):
         OperatorConfig.from_environment()

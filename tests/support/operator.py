@@ -50,13 +50,17 @@ class Replica:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def scrape(self, token: str = "", path: str = "/metrics") -> tuple[int, str]:
+    def scrape(
+        self, token: str = "", path: str = "/metrics", ca: Path | None = None
+    ) -> tuple[int, str]:
         """This replica's secure metrics endpoint as a scraper holding ``token`` (none when
-        empty) sees it: the HTTP status and body. Over HTTPS, its certificate unchecked: the
-        replica signed it itself, as the chart's ServiceMonitor expects."""
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
+        empty) sees it: the HTTP status and body. Over HTTPS, its certificate checked against
+        ``ca``, or unchecked without one: the replica signed it itself, as the chart's
+        ServiceMonitor expects when ``metrics.certSecret`` is empty."""
+        context = ssl.create_default_context(cafile=str(ca) if ca else None)
+        if ca is None:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
         request = urllib.request.Request(f"https://127.0.0.1:{self.metrics_port}{path}")
         if token:
             request.add_header("Authorization", f"Bearer {token}")
