@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.support.kube import Kube, make_certificates
+from tests.support.kube import ControlPlane, Kube, make_certificates
 from tests.support.operator import Operators, Replica, operator_pool, wait_for
 from tests.support.redis_server import RedisServer
 
@@ -65,7 +65,9 @@ def _token(kube: Kube, service_account: str, reader: bool) -> str:
 
 def _reviews(kube: Kube) -> int:
     """TokenReviews the API server has served so far."""
-    return sum(n for key, n in kube.control_plane.requests().items() if "tokenreviews" in key)
+    plane = kube.control_plane
+    assert isinstance(plane, ControlPlane), "the request counter is the envtest plane's"
+    return sum(n for key, n in plane.requests().items() if "tokenreviews" in key)
 
 
 def test_a_scrape_without_a_valid_token_is_asked_to_authenticate(replica: Replica) -> None:
