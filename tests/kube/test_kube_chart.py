@@ -84,7 +84,13 @@ def test_helm_lint_strict(kube: Kube, helm: str, values: list[str]) -> None:
     assert "0 chart(s) failed" in result.stdout
 
 
-USER_ROLES = ("agentrun-view", "agentrun-edit", "agentrun-approve")
+USER_ROLES = (
+    "agentrun-view",
+    "agentrun-edit",
+    "agentrun-approve",
+    "agentrun-agent-author",
+    "agentrun-metrics-reader",
+)
 SECOND_RELEASE = (
     "crds.enabled=false,accessControl.decisionPolicy=false,accessControl.agentSecretsPolicy=false,"
     "accessControl.userRoles=false"
@@ -169,8 +175,10 @@ def test_access_control_is_on_by_default_and_off_for_a_second_release(
         )
 
     assert access(render(kube, helm, kube_version)) == [
+        "ClusterRole/agentrun-agent-author",
         "ClusterRole/agentrun-approve",
         "ClusterRole/agentrun-edit",
+        "ClusterRole/agentrun-metrics-reader",
         "ClusterRole/agentrun-view",
         "ValidatingAdmissionPolicy/agentrun-agent-secrets",
         "ValidatingAdmissionPolicy/agentrun-decisions",
@@ -239,6 +247,17 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
             "apiGroups": ["apiextensions.k8s.io"],
             "resources": ["customresourcedefinitions"],
             "verbs": ["list", "watch"],
+        },
+        # metrics.secure: who scrapes the metrics, and whether they may.
+        {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"],
+            "verbs": ["create"],
+        },
+        {
+            "apiGroups": ["authorization.k8s.io"],
+            "resources": ["subjectaccessreviews"],
+            "verbs": ["create"],
         },
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
         {
@@ -447,7 +466,7 @@ def test_helm_install_creates_the_objects_with_least_privilege(
         result.stdout.replace("\n", " ")
     )
     # The notes' commands are meant to be pasted: the one that grants approving runs as printed.
-    (grant,) = (line.split() for line in result.stdout.splitlines() if "rolebinding" in line)
+    (grant,) = (line.split() for line in result.stdout.splitlines() if " rolebinding " in line)
     bound = kube.kubectl(
         *[other_namespace if word == "NAMESPACE" else word for word in grant[1:]],
         "--dry-run=server", "-o", "name",

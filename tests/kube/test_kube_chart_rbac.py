@@ -3,9 +3,11 @@
 The chart's ServiceAccount and RBAC objects (``helm template --show-only``) are applied to a
 control plane of this module's own, a token is requested for the ServiceAccount, and a real
 operator process runs a booking to completion and forgets it on delete with nothing but that
-token. The API server's audit log then holds the RBAC to the code both ways: no request was
-refused (a 403 makes kopf retry for about a minute before it watches anything), and every
-granted (group, resource, verb) was used. A cluster of its own, because a cluster-wide operator
+token, its metrics secure as the chart's default is and scraped by a ServiceAccount bound to the
+chart's ``agentrun-metrics-reader`` (so the operator reviews that scraper's token). The API
+server's audit log then holds the RBAC to the code both ways: no request was refused (a 403
+makes kopf retry for about a minute before it watches anything), and every granted (group,
+resource, verb) was used. A cluster of its own, because a cluster-wide operator
 would otherwise take up the other test modules' runs.
 """
 
@@ -39,6 +41,15 @@ def cluster_of_its_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kub
         kube.kubectl(
             "wait", "--for=condition=Established", "--timeout=60s", "crd/agentruns.agentrun.dev"
         )
+        roles = kube.helm(
+            helm_binary(),
+            "template",
+            "roles",
+            str(CHART),
+            "--show-only",
+            "templates/user-roles.yaml",
+        ).stdout
+        kube.kubectl("apply", "-f", "-", stdin=roles)
         yield kube
 
 
@@ -52,6 +63,16 @@ DECLARED_AGENTS: set[Grant] = {
 }
 """The grants only a declared agent uses (an ``Agent`` resource, the Secrets it names): a booking
 of the image's agent leaves them unused; tests/kube/test_kube_agents.py is what exercises them."""
+
+
+def _scraper_token(kube: Kube) -> str:
+    """A token of a ServiceAccount that may read the operator's metrics, as Prometheus' may."""
+    kube.kubectl("create", "serviceaccount", "scraper")
+    kube.kubectl(
+        "create", "clusterrolebinding", f"{kube.namespace}-scraper",
+        "--clusterrole=agentrun-metrics-reader", f"--serviceaccount={kube.namespace}:scraper",
+    )  # fmt: skip
+    return kube.kubectl("create", "token", "scraper").stdout.strip()
 
 
 def granted(rendered: str) -> set[Grant]:
@@ -105,6 +126,7 @@ def test_the_operator_needs_every_grant_of_the_chart_and_no_other(
             "AGENTRUN_AGENT_MODULES": "tests.kube.operator_agents",
             "AGENTRUN_TEST_EFFECTS": str(effects),
             "KUBECONFIG": str(service_account_kubeconfig(kube, service_account)),
+            "AGENTRUN_METRICS_SECURE": "true",
         },
         watch=("--all-namespaces",) if cluster_wide else (),
     )
@@ -113,6 +135,8 @@ def test_the_operator_needs_every_grant_of_the_chart_and_no_other(
         apply_run(kube, "booked", "slowbook")
         wait_until_completed(kube, "booked", pool.logs, within=COMPLETES_WITHIN_S)
         kube.kubectl("delete", "agentrun", "booked", "--timeout=30s")
+        status, body = replica.scrape(_scraper_token(kube))
+        assert status == 200, body
     finally:
         pool.stop_all()
 

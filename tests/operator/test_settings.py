@@ -1,6 +1,7 @@
 """How many Kubernetes calls a replica has in flight is a setting (``AGENTRUN_KUBE_THREADS``), and
-so are the form transcript segments are written in (``AGENTRUN_SEGMENT_FORM``) and the egress
-policy (``AGENTRUN_EGRESS_ALLOW``, ``AGENTRUN_EGRESS_CLUSTER_RANGES``).
+so are the form transcript segments are written in (``AGENTRUN_SEGMENT_FORM``), the egress
+policy (``AGENTRUN_EGRESS_ALLOW``, ``AGENTRUN_EGRESS_CLUSTER_RANGES``) and whether its metrics
+are secure (``AGENTRUN_METRICS_SECURE``).
 
 ``make bench-agents`` shows why: with hundreds of runs in flight, 32 threads make status writes
 wait for a thread, and a replica on a faster API server is served by more.
@@ -76,4 +77,16 @@ def test_a_bad_egress_setting_is_named(
     monkeypatch.setenv("AGENTRUN_STORE_URL", "memory://")
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigurationError, match=said):
+        OperatorConfig.from_environment()
+
+
+def test_metrics_are_secure_unless_told_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTRUN_STORE_URL", "memory://")
+    monkeypatch.delenv("AGENTRUN_METRICS_SECURE", raising=False)
+    assert OperatorConfig.from_environment().metrics_secure is True
+    monkeypatch.setenv("AGENTRUN_METRICS_SECURE", "false")
+    assert OperatorConfig.from_environment().metrics_secure is False
+    # A typo must not switch the guard off, nor be taken for on: it is refused.
+    monkeypatch.setenv("AGENTRUN_METRICS_SECURE", "flase")
+    with pytest.raises(ConfigurationError, match="AGENTRUN_METRICS_SECURE='flase'"):
         OperatorConfig.from_environment()

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +50,26 @@ class Replica:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def scrape(
+        self, token: str = "", path: str = "/metrics", ca: Path | None = None
+    ) -> tuple[int, str]:
+        """This replica's secure metrics endpoint as a scraper holding ``token`` (none when
+        empty) sees it: the HTTP status and body. Over HTTPS, its certificate checked against
+        ``ca``, or unchecked without one: the replica signed it itself, as the chart's
+        ServiceMonitor expects when ``metrics.certSecret`` is empty."""
+        context = ssl.create_default_context(cafile=str(ca) if ca else None)
+        if ca is None:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        request = urllib.request.Request(f"https://127.0.0.1:{self.metrics_port}{path}")
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=30, context=context) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as refused:
+            return refused.code, refused.read().decode()
+
 
 @dataclass
 class Operators:
@@ -60,12 +83,15 @@ class Operators:
     """kopf's flags for what to watch (``--all-namespaces``); empty: ``--namespace`` this one."""
 
     def start(self, name: str, **extra_env: str) -> Replica:
+        """A new replica; its metrics are plain HTTP unless ``AGENTRUN_METRICS_SECURE`` says
+        otherwise (tests/kube/test_kube_metrics_access.py is about the secure endpoint)."""
         port = free_port()
         env = {
             **self.control_plane.env(),
             # The fake model, MCP and HTTP servers listen on loopback, which the operator's
             # egress policy refuses unless allowed; a test of the policy sets its own.
             "AGENTRUN_EGRESS_ALLOW": "127.0.0.0/8,::1",
+            "AGENTRUN_METRICS_SECURE": "false",
             **self.env,
             "AGENTRUN_STORE_URL": self.store_url,
             "AGENTRUN_WORKER_ID": name,

@@ -28,6 +28,12 @@ class OperatorConfig(FrozenModel):
         default=DEFAULT_CONTROLLER, max_length=253, pattern=CONTROLLER_PATTERN
     )
     metrics_port: int = Field(default=9090, ge=0, le=65535)
+    metrics_secure: bool = True
+    """Metrics over HTTPS to scrapers the API server vouches for (``metrics_server``); False:
+    plain HTTP to anybody who reaches the port."""
+    metrics_cert_dir: str = ""
+    """A directory with the metrics endpoint's ``tls.crt`` and ``tls.key``; empty: a certificate
+    the replica signs itself at start (``metrics_tls``)."""
     lease_ttl: float = Field(default=60.0, gt=0)
     lease_renew_within: float = Field(default=20.0, gt=0)
     poll_interval: float = Field(default=1.0, gt=0)
@@ -74,23 +80,31 @@ class OperatorConfig(FrozenModel):
             worker_id=f"{pod}-{os.getpid()}-{secrets.token_hex(2)}",
             controller_name=controller,
             metrics_port=int(os.environ.get("AGENTRUN_METRICS_PORT", "9090")),
+            metrics_secure=_switch("AGENTRUN_METRICS_SECURE", default=True),
+            metrics_cert_dir=os.environ.get("AGENTRUN_METRICS_CERT_DIR", ""),
             lease_ttl=float(os.environ.get("AGENTRUN_LEASE_TTL", "60")),
             lease_renew_within=float(os.environ.get("AGENTRUN_LEASE_RENEW_WITHIN", "20")),
             poll_interval=float(os.environ.get("AGENTRUN_POLL_INTERVAL", "1")),
             kube_threads=int(os.environ.get("AGENTRUN_KUBE_THREADS", "32")),
             max_active_runs=int(os.environ.get("AGENTRUN_MAX_ACTIVE_RUNS", "0")),
             secret_max_age=float(os.environ.get("AGENTRUN_SECRET_MAX_AGE", str(DEFAULT_MAX_AGE))),
-            accept_unauthenticated_decisions=_flag("AGENTRUN_ACCEPT_UNAUTHENTICATED_DECISIONS"),
+            accept_unauthenticated_decisions=_switch(
+                "AGENTRUN_ACCEPT_UNAUTHENTICATED_DECISIONS", default=False
+            ),
             segment_form=_segment_form(os.environ.get("AGENTRUN_SEGMENT_FORM")),
             egress=_egress_policy(),
         )
 
 
-def _flag(name: str) -> bool:
-    """A true/false setting, false when unset; anything else is refused rather than guessed."""
-    given = os.environ.get(name, "").strip().lower()
-    if given not in ("", "true", "false"):
-        raise ConfigurationError(f"{name}={given!r} is neither true nor false")
+def _switch(variable: str, default: bool) -> bool:
+    """An on/off setting: ``true`` or ``false``; anything else is refused rather than guessed,
+    since a typo must neither switch off the one guarding an endpoint nor switch on the one
+    that accepts unauthenticated decisions."""
+    given = os.environ.get(variable, "").strip().lower()
+    if not given:
+        return default
+    if given not in ("true", "false"):
+        raise ConfigurationError(f"{variable}={given!r} is neither true nor false")
     return given == "true"
 
 

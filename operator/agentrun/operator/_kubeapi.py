@@ -79,6 +79,12 @@ class KubeApi:
         self._core = client.CoreV1Api(self._client)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kubeapi")
 
+    @property
+    def api_client(self) -> client.ApiClient:
+        """The official client's connection, for callers that call it from threads of their own
+        (``scrape_reviews``)."""
+        return self._client
+
     async def _off_loop(self, call: Callable[[], T]) -> T:
         """``call`` in this client's own threads (see the module's notes)."""
         if self._metrics is None:

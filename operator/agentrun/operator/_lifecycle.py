@@ -28,7 +28,10 @@ from agentrun.operator._decision_authentication import DecisionAuthentication
 from agentrun.operator._forget import Forgetting
 from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
+from agentrun.operator._metrics_server import serve as serve_metrics
+from agentrun.operator._metrics_tls import server_context
 from agentrun.operator._peers import Peers
+from agentrun.operator._scrape_reviews import ScrapeReviews
 from agentrun.operator._slots import RunSlots
 from agentrun.runner._connections import Connections
 from agentrun.runner._registry import registered_agents
@@ -175,9 +178,17 @@ async def start(
     memo.log_masking = LogMasking(backend.masker)
     memo.log_masking.install()
     metrics = Metrics()
-    metrics.serve(config.metrics_port)
     agents = registered_agents()
     api = KubeApi(metrics=metrics, threads=config.kube_threads)
+    if config.metrics_secure:
+        serve_metrics(
+            config.metrics_port,
+            metrics.registry,
+            ScrapeReviews(api.api_client),
+            server_context(config.metrics_cert_dir),
+        )
+    else:
+        serve_metrics(config.metrics_port, metrics.registry)
     memo.context = OperatorContext(
         config=config,
         backend=backend,

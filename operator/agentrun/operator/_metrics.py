@@ -5,11 +5,12 @@ so each reports the same numbers: aggregate with ``max``, not ``sum``), how
 attempts at runs ended (by ``Outcome``), resumes, undecidable calls, checkpoint sizes, refusals
 and write latency, lease acquisitions and losses, and how long fenced status writes take and
 Kubernetes calls wait for a thread of ``KubeApi``'s pool (what says that pool is too small).
+``metrics_server`` serves them.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 SIZE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -99,7 +100,3 @@ class Metrics:
         if reason is not None:
             self._counts[reason] = self._counts.get(reason, 0) + 1
             self.runs.labels(reason=reason).set(self._counts[reason])
-
-    def serve(self, port: int) -> None:
-        if port:
-            start_http_server(port, registry=self.registry)
