@@ -25,7 +25,9 @@ from agentrun.runner._tools import Disposition
 # The bounds the Agent CRD (crds/agents.agentrun.dev.yaml) states, so that an agent declared in a
 # file is held to what a declared resource is, and the operator refuses, naming the field, what
 # an older CRD let through.
-URL = Annotated[str, Field(min_length=1, max_length=2048)]
+URL = Annotated[str, Field(max_length=2048, pattern=r"^https?://[!-~]+$")]
+"""An http or https URL written in printable ASCII (RFC 3986; an international host name in its
+punycode form): a space, a control character or a bidirectional override is refused, not sent."""
 ToolName = Annotated[str, Field(min_length=1, max_length=128)]
 KeyArguments = Annotated[tuple[Annotated[str, Field(max_length=128)], ...], Field(max_length=32)]
 HeaderName = Annotated[str, Field(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")]
