@@ -240,7 +240,7 @@ def older(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
         plane.stop()
 
 
-HOSTILE = {
+HOSTILE: dict[str, tuple[str | dict[str, Any], str]] = {
     "deep-header": (_deep_header("deep-header"), "spec.tools.mcp[0].headers.X-Deep.a.a"),
     "huge": (
         _agent("huge", instructions="x" * (1200 * 1024)),
@@ -324,4 +324,3 @@ def test_a_run_of_an_agent_nested_too_deep_says_why_it_cannot_run(
 
     wait_for("the run to say why", said, 60, besieged.logs)
     assert _all_up(besieged), besieged.logs()
-
