@@ -184,6 +184,23 @@ def test_the_api_server_refuses_what_the_crd_bounds_naming_the_field(
     assert said in refused, refused
 
 
+def test_decisions_cannot_grow_a_run_towards_the_object_limit(kube: Kube) -> None:
+    """64 resolutions of 16384 characters each were a run of a megabyte within the old bounds.
+    Appended by the test's own user, so that the decisions policy lets them through."""
+    resolutions = [
+        {"callId": f"c{n}", "outcome": "ran", "result": "r" * 4097, "by": "agentrun-test-admin"}
+        for n in range(64)
+    ]
+    run = {
+        "apiVersion": "agentrun.dev/v1alpha1",
+        "kind": "AgentRun",
+        "metadata": {"name": "grown"},
+        "spec": {"agent": "texter", "resolutions": resolutions},
+    }
+    refused = _create(kube, run, dry_run=True)
+    assert "spec.resolutions[0].result: Too long" in refused, refused
+
+
 def test_a_header_value_is_a_string_or_a_secret_reference(kube: Kube) -> None:
     secret = {"valueFrom": {"secretKeyRef": {"name": "keys", "key": "token"}}, "prefix": "Bearer "}
     agent = _agent("headed", tools=_mcp(headers={"Authorization": secret, "X-Team": "blue"}))
