@@ -35,7 +35,10 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 def _depth(text: str) -> int:
     """How deep ``text``'s lists and objects nest, without decoding it: strings dropped, then a
-    running sum over the brackets left."""
+    running sum over the brackets left. A body with fewer opening brackets than ``MAX_DEPTH``
+    (a watch event, mostly) cannot nest deeper and is not scanned."""
+    if text.count("{") + text.count("[") <= MAX_DEPTH:
+        return 0
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
