@@ -81,7 +81,7 @@ def test_the_crd_and_the_model_name_the_same_fields(part: str, model: type[BaseM
     from_crd = crd_names(root()["properties"][part])
     from_model = names_of(model)
     if part == "spec":  # a header's value is a string or a secret reference, nothing else
-        reference = {"prefix": {}, "valueFrom": {"secretKeyRef": {"key": {}, "name": {}}}}
+        reference: Schema = {"prefix": {}, "valueFrom": {"secretKeyRef": {"key": {}, "name": {}}}}
         headers = from_crd["tools"]["mcp"]["[items]"]["headers"]
         assert headers == {"[additionalProperties]": reference}
     assert from_crd == from_model
