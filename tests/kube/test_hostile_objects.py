@@ -278,6 +278,10 @@ HOSTILE: dict[str, tuple[str | dict[str, Any], str]] = {
         _agent("odd-header", tools=_mcp(headers={"X-\u202eevil": "v", "X-Nul": "a\u0000b"})),
         "spec.tools.mcp.0.headers.X-\\u202eevil.[key]",
     ),
+    "odd-value": (
+        _agent("odd-value", tools=_mcp(headers={"X-Rtl": "a\u202eb"})),
+        "spec.tools.mcp.0.headers.X-Rtl",
+    ),
     "nul-url": (
         _agent("nul-url", tools=_mcp(url="http://127.0.0.1:9/\u0000\u202e")),
         "spec.tools.mcp.0.url",

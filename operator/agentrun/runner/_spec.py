@@ -32,8 +32,9 @@ ToolName = Annotated[str, Field(min_length=1, max_length=128)]
 KeyArguments = Annotated[tuple[Annotated[str, Field(max_length=128)], ...], Field(max_length=32)]
 HeaderName = Annotated[str, Field(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")]
 """An HTTP field name (RFC 9110's token): anything else no client can send."""
-HeaderValue = Annotated[str, Field(max_length=8192, pattern=r"^[^\x00-\x08\x0a-\x1f\x7f]*$")]
-"""No control character but tab: a line break or a NUL would end or split the header."""
+HeaderValue = Annotated[str, Field(max_length=8192, pattern=r"^[\t\x20-\x7e]*$")]
+"""Printable ASCII, spaces and tabs: a line break or a NUL would end or split the header, and
+the HTTP client sends nothing else (a value from a Secret is read at each request, not here)."""
 ArgumentValue = Annotated[str, Field(max_length=8192)]
 Headers = Annotated[dict[HeaderName, HeaderValue | SecretReference], Field(max_length=64)]
 Arguments = Annotated[dict[str, ArgumentValue | SecretReference], Field(max_length=64)]
