@@ -4,6 +4,7 @@ expects: an upgrade of kopf that moves one fails here, by name."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 import kopf
@@ -57,3 +58,16 @@ def test_a_timers_handler_says_its_idle() -> None:
     [timer] = spawning_handlers(registry)
     assert timer.fn is quiet
     assert getattr(timer, "idle", None) == 5
+
+
+def test_kopfs_api_client_decodes_through_its_module_globals() -> None:
+    """``decode_with`` replaces ``request`` (whose answers' ``json()`` the other calls await) and
+    the module's ``json`` (whose ``loads`` reads each line of a watch): both must still be what
+    kopf's client calls, and every other client module must call it through the module."""
+    from kopf._cogs.clients import api, errors, fetching, patching, watching
+
+    assert "response = await request(" in inspect.getsource(api.get)
+    assert "return await response.json()" in inspect.getsource(api.patch)
+    assert "yield json.loads(line.decode('utf-8'))" in inspect.getsource(api.stream)
+    for module in (fetching, patching, watching, errors):
+        assert "from kopf._cogs.clients.api import" not in inspect.getsource(module)

@@ -54,10 +54,8 @@ def crd_names(node: Schema) -> Schema:
 def model_names(node: Schema, defs: Schema) -> Schema:
     if "$ref" in node:
         node = defs[node["$ref"].rsplit("/", 1)[-1]]
-    if "anyOf" in node:  # X | None is read as X; a string or a secret reference is an open value
-        if any(branch.get("type") == "string" for branch in node["anyOf"]):
-            return {}
-        (present,) = [branch for branch in node["anyOf"] if branch != {"type": "null"}]
+    if "anyOf" in node:  # X | None is read as X, a string or a secret reference as the reference
+        (present,) = [b for b in node["anyOf"] if b.get("type") not in ("null", "string")] or [{}]
         return model_names(present, defs)
     if "properties" in node:
         return {name: model_names(child, defs) for name, child in node["properties"].items()}
@@ -66,6 +64,10 @@ def model_names(node: Schema, defs: Schema) -> Schema:
             inner = model_names(node[nested], defs)
             if inner:
                 return {f"[{nested}]": inner}
+    for value in (node.get("patternProperties") or {}).values():  # a map with checked keys
+        inner = model_names(value, defs)
+        if inner:
+            return {"[additionalProperties]": inner}
     return {}
 
 
@@ -78,8 +80,10 @@ def names_of(model: type[BaseModel]) -> Schema:
 def test_the_crd_and_the_model_name_the_same_fields(part: str, model: type[BaseModel]) -> None:
     from_crd = crd_names(root()["properties"][part])
     from_model = names_of(model)
-    if part == "spec":  # a secret reference is read by the kit: the CRD keeps headers open maps
-        assert from_crd["tools"]["mcp"]["[items]"]["headers"] == {}
+    if part == "spec":  # a header's value is a string or a secret reference, nothing else
+        reference: Schema = {"prefix": {}, "valueFrom": {"secretKeyRef": {"key": {}, "name": {}}}}
+        headers = from_crd["tools"]["mcp"]["[items]"]["headers"]
+        assert headers == {"[additionalProperties]": reference}
     assert from_crd == from_model
 
 

@@ -84,6 +84,25 @@ def due(body: Mapping[str, Any], now: datetime | None = None) -> bool:
     return age.total_seconds() >= PROBE_EVERY
 
 
+def newly_invalid(body: Mapping[str, Any], status: Mapping[str, Any]) -> str | None:
+    """What to post as an event for the probe's ``status`` of the Agent ``body``: the Ready
+    message, when the probe found the spec unreadable and the Agent did not already say so.
+    A condition is overwritten at every probe; the event is what stays in ``kubectl describe``
+    and in an event log, once per change, naming the field."""
+
+    def ready(conditions: Any) -> Mapping[str, Any]:
+        return next((c for c in conditions or () if c.get("type") == READY), {})
+
+    now = ready(status.get("conditions"))
+    before = ready((body.get("status") or {}).get("conditions"))
+    if now.get("reason") != "InvalidSpec" or (
+        before.get("reason"),
+        before.get("message"),
+    ) == (now["reason"], now.get("message")):
+        return None
+    return str(now.get("message") or "")
+
+
 def _said(error: BaseException, revealed: Revealed) -> str:
     return revealed.scrub(f"{type(error).__name__}: {error}")[:500]
 

@@ -31,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from agentrun.operator._agent_resource import AGENT_PLURAL
 from agentrun.operator._metrics import Metrics
+from agentrun.operator._nesting import loads
 from agentrun.operator._resource import GROUP, PLURAL, VERSION
 
 JSON_PATCH = "application/json-patch+json"
@@ -106,10 +107,12 @@ class KubeApi:
 
         def call() -> dict[str, Any] | None:
             try:
+                # Decoded here rather than by the client, whose decoder has no bound on depth
+                # (``nesting``): an Agent nested too deep is reported on, not fatal to its run.
                 found = self._objects.get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, plural, name
+                    GROUP, VERSION, namespace, plural, name, _preload_content=False
                 )
-                return cast(dict[str, Any], found)
+                return cast(dict[str, Any], loads(cast(Any, found).data))
             except ApiException as error:
                 if error.status == 404:
                     return None

@@ -16,13 +16,15 @@ from typing import Any
 
 import kopf
 
-from agentrun._compat.kopf import require_no_finalizer
+from agentrun._compat.kopf import decode_with, require_no_finalizer
+from agentrun.operator import _events as events
 from agentrun.operator import _stopping as stopping
-from agentrun.operator._agent_probe import TICK, due, probe
+from agentrun.operator._agent_probe import TICK, due, newly_invalid, probe
 from agentrun.operator._agent_resource import AGENT_PLURAL
 from agentrun.operator._claims import ours
 from agentrun.operator._conditions import is_terminal
 from agentrun.operator._lifecycle import start, stop
+from agentrun.operator._nesting import loads
 from agentrun.operator._observer import observe
 from agentrun.operator._resource import GROUP, PLURAL, VERSION
 from agentrun.operator._worker import Faulted, RunWorker
@@ -57,6 +59,10 @@ def _to_run(
         and not is_terminal(status.get("conditions") or [])
         and ours(body, memo.context.config.controller_name)
     )
+
+
+# One object nested too deep must not end the watch that lists it, nor the replica (``nesting``).
+decode_with(loads)
 
 
 @kopf.on.startup()
@@ -136,6 +142,8 @@ async def probe_agent(*, body: kopf.Body, memo: Any, patch: kopf.Patch, **_: Any
         patch.status.update(
             {k: v if k == "revision" else masker.json(v) for k, v in status.items()}
         )
+        if (invalid := newly_invalid(body, status)) is not None:
+            events.notice(masker, body, "InvalidSpec", invalid, warning=True)
 
 
 keep_no_kopf_finalizer(probe_agent)

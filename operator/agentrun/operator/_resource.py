@@ -97,7 +97,7 @@ class Resolution(ResourceModel):
 
     call_id: CallId
     outcome: Literal["ran", "didNotRun"]
-    result: Annotated[str, Field(max_length=16384)] | None = None
+    result: Annotated[str, Field(max_length=4096)] | None = None
     by: Person
 
     @model_validator(mode="after")

@@ -37,8 +37,8 @@ from agentrun._redaction import SecretValues
 class SecretKeyRef(SpecModel):
     """One key of one named secret (a Kubernetes Secret in the operator)."""
 
-    name: str = Field(min_length=1)
-    key: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=253)
+    key: str = Field(min_length=1, max_length=253)
 
     def __str__(self) -> str:
         return f"{self.name}/{self.key}"
@@ -53,7 +53,7 @@ class SecretReference(SpecModel):
     (``"Bearer "`` for an Authorization header whose secret holds only the token)."""
 
     value_from: ValueFrom
-    prefix: str = ""
+    prefix: str = Field(default="", max_length=1024)
 
     @classmethod
     def to(cls, name: str, key: str, *, prefix: str = "") -> SecretReference:

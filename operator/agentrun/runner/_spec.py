@@ -11,8 +11,9 @@ refused with the field's path and what would fit.
 
 from __future__ import annotations
 
+import json
 import string
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
@@ -20,6 +21,28 @@ from agentrun._base import SpecModel
 from agentrun.runner._pricing import ModelPrice
 from agentrun.runner._secrets import MaybeSecret, SecretReference
 from agentrun.runner._tools import Disposition
+
+# The bounds the Agent CRD (crds/agents.agentrun.dev.yaml) states, so that an agent declared in a
+# file is held to what a declared resource is, and the operator refuses, naming the field, what
+# an older CRD let through.
+URL = Annotated[str, Field(max_length=2048, pattern=r"^https?://[!-~]+$")]
+"""An http or https URL written in printable ASCII (RFC 3986; an international host name in its
+punycode form): a space, a control character or a bidirectional override is refused, not sent."""
+ToolName = Annotated[str, Field(min_length=1, max_length=128)]
+KeyArguments = Annotated[tuple[Annotated[str, Field(max_length=128)], ...], Field(max_length=32)]
+HeaderName = Annotated[str, Field(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")]
+"""An HTTP field name (RFC 9110's token): anything else no client can send."""
+HeaderValue = Annotated[str, Field(max_length=8192, pattern=r"^[\t\x20-\x7e]*$")]
+"""Printable ASCII, spaces and tabs: a line break or a NUL would end or split the header, and
+the HTTP client sends nothing else (a value from a Secret is read at each request, not here)."""
+ArgumentValue = Annotated[str, Field(max_length=8192)]
+Headers = Annotated[dict[HeaderName, HeaderValue | SecretReference], Field(max_length=64)]
+Arguments = Annotated[dict[str, ArgumentValue | SecretReference], Field(max_length=64)]
+PARAMETERS_DEPTH = 32
+"""How deep an HTTP tool's JSON schema may nest: far beyond any real schema, and shallow enough
+that no later walk of it (validation, a digest, a request to the model) runs out of stack."""
+PARAMETERS_SIZE = 65536
+"""How long an HTTP tool's JSON schema may be, as JSON."""
 
 
 class RequestSettings(SpecModel):
@@ -38,8 +61,8 @@ class ModelSpec(RequestSettings):
     llama.cpp, Ollama, most gateways); ``anthropic`` is the Anthropic Messages API."""
 
     provider: Literal["openai", "anthropic"]
-    name: str = Field(min_length=1)
-    base_url: str | None = Field(default=None, alias="baseURL")
+    name: str = Field(min_length=1, max_length=253)
+    base_url: URL | None = Field(default=None, alias="baseURL")
     api_key: SecretReference | None = None
     price: ModelPrice
     """What a million tokens cost (0 for a model that costs nothing): every call is charged, and a
@@ -50,9 +73,9 @@ class ToolOverride(SpecModel):
     """What the spec says about one tool, over what its server declares."""
 
     disposition: Disposition | None = None
-    key_arguments: tuple[str, ...] | None = None
+    key_arguments: KeyArguments | None = None
     requires_approval: bool = False
-    arguments: dict[str, MaybeSecret] = Field(default_factory=dict)
+    arguments: Arguments = Field(default_factory=dict)
     """Arguments the tool is always called with, hidden from the model (a secret among them is
     read at each call)."""
 
@@ -60,12 +83,14 @@ class ToolOverride(SpecModel):
 class McpServerSpec(SpecModel):
     """An MCP server reached over streamable HTTP."""
 
-    name: str = Field(min_length=1)
-    url: str = Field(min_length=1)
-    headers: dict[str, MaybeSecret] = Field(default_factory=dict)
-    allowed_tools: tuple[str, ...] | None = None
+    name: str = Field(min_length=1, max_length=63)
+    url: URL
+    headers: Headers = Field(default_factory=dict)
+    allowed_tools: Annotated[tuple[ToolName, ...], Field(max_length=128)] | None = None
     """The tools the agent may use; None: every tool the server lists."""
-    tools: dict[str, ToolOverride] = Field(default_factory=dict)
+    tools: Annotated[dict[ToolName, ToolOverride], Field(max_length=128)] = Field(
+        default_factory=dict
+    )
     timeout_seconds: float = Field(default=30.0, gt=0)
 
     @model_validator(mode="after")
@@ -89,6 +114,21 @@ def placeholders(template: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
 
 
+def nesting(value: JsonValue) -> int:
+    """How many lists and objects deep ``value`` goes, walked without recursion so that a value
+    too deep for the stack is measured rather than fatal."""
+    deepest = 0
+    todo: list[tuple[JsonValue, int]] = [(value, 0)]
+    while todo:
+        each, depth = todo.pop()
+        if isinstance(each, dict | list):
+            deepest = max(deepest, depth + 1)
+            todo.extend(
+                (inner, depth + 1) for inner in (each.values() if isinstance(each, dict) else each)
+            )
+    return deepest
+
+
 def _no_arguments() -> dict[str, JsonValue]:
     return {"type": "object", "properties": {}}
 
@@ -98,18 +138,29 @@ class HttpToolSpec(SpecModel):
     arguments go in the query (GET, DELETE) or as a JSON body."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    description: str = ""
+    description: str = Field(default="", max_length=8192)
     method: HttpMethod = "POST"
-    url: str = Field(min_length=1)
-    parameters: dict[str, JsonValue] = Field(default_factory=_no_arguments)
+    url: URL
+    parameters: Annotated[dict[str, JsonValue], Field(max_length=64)] = Field(
+        default_factory=_no_arguments
+    )
     """The JSON schema of the arguments the model gives."""
-    key_arguments: tuple[str, ...] = ()
+    key_arguments: KeyArguments = ()
     disposition: Disposition = Disposition.SIDE_EFFECTING
     requires_approval: bool = False
-    headers: dict[str, MaybeSecret] = Field(default_factory=dict)
-    arguments: dict[str, MaybeSecret] = Field(default_factory=dict)
+    headers: Headers = Field(default_factory=dict)
+    arguments: Arguments = Field(default_factory=dict)
     """Arguments the tool is always called with, hidden from the model."""
     timeout_seconds: float = Field(default=30.0, gt=0)
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters_are_bounded(cls, schema: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        if nesting(schema) > PARAMETERS_DEPTH:
+            raise ValueError(f"nests deeper than {PARAMETERS_DEPTH} levels")
+        if len(json.dumps(schema)) > PARAMETERS_SIZE:
+            raise ValueError(f"is longer than {PARAMETERS_SIZE} characters as JSON")
+        return schema
 
     @model_validator(mode="after")
     def _secrets_stay_out_of_urls(self) -> HttpToolSpec:
@@ -129,8 +180,8 @@ class HttpToolSpec(SpecModel):
 
 
 class ToolsSpec(SpecModel):
-    mcp: tuple[McpServerSpec, ...] = ()
-    http: tuple[HttpToolSpec, ...] = ()
+    mcp: Annotated[tuple[McpServerSpec, ...], Field(max_length=32)] = ()
+    http: Annotated[tuple[HttpToolSpec, ...], Field(max_length=64)] = ()
 
     @field_validator("mcp")
     @classmethod
@@ -144,7 +195,7 @@ class ToolsSpec(SpecModel):
 
 class AgentSpec(SpecModel):
     model: ModelSpec
-    instructions: str
+    instructions: str = Field(max_length=65536)
     max_iterations: int = Field(default=25, ge=1)
     tools: ToolsSpec = Field(default_factory=ToolsSpec)
 
