@@ -50,6 +50,7 @@ STABLE_REASONS = {
     Outcome.SECRET_UNAVAILABLE: ("Unknown", "SecretUnavailable"),
     Outcome.REFUSED: ("False", "Failed"),
     Outcome.OPERATOR_FAULT: ("Unknown", "OperatorFault"),
+    Outcome.DECISIONS_UNAUTHENTICATED: ("Unknown", "DecisionsUnauthenticated"),
 }
 NEVER_END_A_RUN = {ToolError, ToolArgumentsError}
 """A tool's own answers, told to the model; they take the base's outcome, which is never used."""

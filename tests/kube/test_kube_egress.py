@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support.agent_manifests import openai_agent
+from tests.support.agent_manifests import agent_secret, openai_agent
 from tests.support.kube import Kube
 from tests.support.listeners import Listener, listening
 from tests.support.operator import Operators, operator_pool, wait_for
@@ -82,7 +82,7 @@ def strict(
     pool = operator_pool(
         kube, redis, effects, tmp_path_factory, AGENTRUN_EGRESS_ALLOW=f"{redirecting.url}/v1"
     )
-    kube.kubectl("create", "secret", "generic", "model-keys", "--from-literal=openai=sk-egress")
+    kube.kubectl("apply", "-f", "-", stdin=agent_secret("model-keys", {"openai": "sk-egress"}))
     manifests = [
         agent("loopback", f"{target.url}/v1"),
         agent("named", f"http://localhost:{target.port}/v1"),
