@@ -1,4 +1,4 @@
-"""SIGTERM and SIGINT heard before kopf listens for them, and kept for it.
+"""SIGTERM and SIGINT heard before kopf listens and kept for it; once kopf listens, heard first.
 
 kopf installs its own handlers for both only once it has imported everything and set up its
 tasks, a second or more after the process began (many on a busy node). Before that a signal does
