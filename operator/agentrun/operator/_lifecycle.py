@@ -142,8 +142,12 @@ async def raise_a_pending_stop() -> None:
       until killed (``tests/kube/test_operator_start_stop.py``, under load). The ``sleep(0)``
       below lets kopf's own installing step run first, so from here on kopf hears every signal,
       and ``heard`` tells of any that came before.
+
+    From here on ``_stopping`` hears every signal too, at once, ahead of kopf (``keep_listening``):
+    a run's stop check sees it before kopf has got round to setting its daemon's ``stopped``.
     """
     await asyncio.sleep(0)
+    stopping.keep_listening()
     task = asyncio.current_task()
     if stopping.heard() is not None or (task is not None and task.cancelling()):
         raise asyncio.CancelledError

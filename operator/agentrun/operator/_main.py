@@ -95,7 +95,7 @@ async def run_agent(
     context = memo.context
     with context.newsroom.following(body["metadata"]["uid"]) as news:
         try:
-            await RunWorker(context, body, lambda: bool(stopped), logger, news).work()
+            await RunWorker(context, body, lambda: told_to_stop(stopped), logger, news).work()
         except Faulted as fault:  # shown on the run; started again, it would only meet it again
             raise kopf.PermanentError(str(fault)) from fault
 
@@ -122,6 +122,13 @@ def keep_no_kopf_finalizer(spawned: Callable[..., Any]) -> None:
 
 
 keep_no_kopf_finalizer(run_agent)
+
+
+def told_to_stop(stopped: kopf.DaemonStopped) -> bool:
+    """The daemon's ``stopped``, or a stop signal already heard (``_stopping``): kopf sets
+    ``stopped`` only once its shut-down has reached the daemon, and a run that went by its
+    ``stopped`` alone began calls after the signal meanwhile."""
+    return bool(stopped) or stopping.heard() is not None
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
