@@ -84,7 +84,12 @@ def test_replicas_that_know_each_other_send_one_claim_a_run(
     before = control_plane.requests(codes=refused)["PATCH agentruns/status"]
     _run_batch(kube, operators, "claimed", RUNS)
     after = control_plane.requests(codes=refused)["PATCH agentruns/status"]
-    assert after - before <= RUNS // 4, f"{after - before} status patches refused for {RUNS} runs"
+    # The others wait for the preferred replica's claim while it shows signs of life, a poll
+    # interval (0.3 s here) past the last: on a loaded machine its watch brings some claims later
+    # than that, and the other replica claims too (up to 8 of 20 seen on two busy cores). Half
+    # the runs still tells the preference working from none, which refused one claim nearly
+    # every run.
+    assert after - before <= RUNS // 2, f"{after - before} status patches refused for {RUNS} runs"
 
 
 def test_a_run_deleted_before_it_touched_a_store_goes_at_once_and_its_workers_stop(
