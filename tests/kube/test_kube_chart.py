@@ -65,6 +65,12 @@ def container_of(deployment: Manifest) -> Manifest:
     return dict(container)
 
 
+def operator_env(kube: Kube, helm: str, kube_version: str, *values: str) -> dict[str, object]:
+    """The operator container's environment (name to value) as the chart renders it."""
+    (deployment,) = by_kind(render(kube, helm, kube_version, *values), "Deployment")
+    return {e["name"]: e.get("value") for e in container_of(deployment)["env"]}
+
+
 def test_chart_carries_the_canonical_crds_byte_for_byte() -> None:
     canonical = sorted(p.name for p in (REPO / "crds").iterdir())
     assert canonical == ["agentruns.agentrun.dev.yaml", "agents.agentrun.dev.yaml"]
@@ -628,8 +634,7 @@ def test_the_limit_on_runs_a_replica_drives_reaches_the_operator(
     """``maxActiveRunsPerReplica`` is AGENTRUN_MAX_ACTIVE_RUNS; 0 (no limit) by default."""
 
     def limit(*values: str) -> object:
-        (deployment,) = by_kind(render(kube, helm, kube_version, *values), "Deployment")
-        env = {e["name"]: e.get("value") for e in container_of(deployment)["env"]}
+        env = operator_env(kube, helm, kube_version, *values)
         return env["AGENTRUN_MAX_ACTIVE_RUNS"]
 
     assert limit() == "0"
@@ -641,8 +646,7 @@ def test_the_segment_form_reaches_the_operator(kube: Kube, helm: str, kube_versi
     upgrade from a release that reads only those."""
 
     def form(*values: str) -> object:
-        (deployment,) = by_kind(render(kube, helm, kube_version, *values), "Deployment")
-        env = {e["name"]: e.get("value") for e in container_of(deployment)["env"]}
+        env = operator_env(kube, helm, kube_version, *values)
         return env["AGENTRUN_SEGMENT_FORM"]
 
     assert form() == "zstd"
@@ -655,8 +659,7 @@ def test_the_egress_policy_reaches_the_operator(kube: Kube, helm: str, kube_vers
     AGENTRUN_EGRESS_CLUSTER_RANGES: nothing allowed and every private range refused by default."""
 
     def env(*values: str) -> tuple[object, object]:
-        (deployment,) = by_kind(render(kube, helm, kube_version, *values), "Deployment")
-        found = {e["name"]: e.get("value") for e in container_of(deployment)["env"]}
+        found = operator_env(kube, helm, kube_version, *values)
         return found["AGENTRUN_EGRESS_ALLOW"], found["AGENTRUN_EGRESS_CLUSTER_RANGES"]
 
     private = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7"
@@ -706,8 +709,7 @@ def test_accepting_unauthenticated_decisions_is_asked_for_by_name(
     (tests/kube/test_kube_unauthenticated_decisions.py)."""
 
     def accepted(*values: str) -> object:
-        (deployment,) = by_kind(render(kube, helm, kube_version, *values), "Deployment")
-        env = {e["name"]: e.get("value") for e in container_of(deployment)["env"]}
+        env = operator_env(kube, helm, kube_version, *values)
         return env["AGENTRUN_ACCEPT_UNAUTHENTICATED_DECISIONS"]
 
     assert accepted() == "false"

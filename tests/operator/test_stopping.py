@@ -25,18 +25,20 @@ print(stopping.heard().name)
 """
 
 
+def _run(program: str) -> subprocess.CompletedProcess[str]:
+    """``program`` in a Python process of its own (it sends itself signals), which must exit 0."""
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 def test_the_first_stop_signal_is_remembered_and_the_process_goes_on(
     number: signal.Signals,
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", PROGRAM.format(name=number.name)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = _run(PROGRAM.format(name=number.name))
     assert result.stdout.strip() == number.name
 
 
@@ -65,12 +67,5 @@ def test_a_stop_signal_after_kopf_listens_is_heard_at_once_and_kopf_still_hears_
 ) -> None:
     """kopf's handler only tells its loop, and its daemons learn of the stop several of the
     loop's steps later: ``heard`` must tell at once, and kopf's own shut-down still start."""
-    result = subprocess.run(
-        [sys.executable, "-c", AFTER_KOPF.format(name=number.name)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = _run(AFTER_KOPF.format(name=number.name))
     assert result.stdout.split() == [number.name, "False", number.name]

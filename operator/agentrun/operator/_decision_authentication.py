@@ -31,16 +31,13 @@ waits, and a decision authenticated when it was appended stays so.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kubernetes.client.exceptions import ApiException
-
-from agentrun.operator._kubeapi import KubeApi, Rejected
+from agentrun.operator._kubeapi import KubeApi, Rejected, status_message
 
 Kind = Literal["approvals", "resolutions"]
 """The ``spec`` list a person's decision is appended to."""
@@ -80,14 +77,6 @@ def _probe(run: Mapping[str, Any], kind: Kind) -> list[dict[str, Any]]:
     if isinstance((run.get("spec") or {}).get(kind), list):
         return [{"op": "add", "path": f"/spec/{kind}/-", "value": entry}]
     return [{"op": "add", "path": f"/spec/{kind}", "value": [entry]}]
-
-
-def _said(refusal: ApiException) -> str:
-    try:
-        message = json.loads(refusal.body or "{}").get("message")
-    except (ValueError, AttributeError):
-        message = None
-    return str(message or refusal.body or refusal.reason)
 
 
 class DecisionAuthentication:
@@ -164,7 +153,7 @@ class DecisionAuthentication:
                 "which is unsafe",
                 now,
             )
-        said = _said(refusal)
+        said = status_message(refusal) or str(refusal.reason)
         if REFUSALS[kind] in said:
             return _Verdict(None, now)
         raise Rejected(

@@ -43,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
 import logging
 import time
 from collections.abc import Mapping
@@ -52,7 +51,7 @@ from dataclasses import dataclass, field
 from kubernetes.client.exceptions import ApiException
 
 from agentrun._errors import AgentRunError
-from agentrun.operator._kubeapi import KubeApi, StoredSecret
+from agentrun.operator._kubeapi import KubeApi, StoredSecret, status_message
 from agentrun.runner._secrets import SecretKeyRef, SecretUnavailableError
 
 DEFAULT_MAX_AGE = 5.0
@@ -188,16 +187,5 @@ def _cause(error: Exception) -> str:
     message), never the response's headers; or the error the connection to it met."""
     said = str(error)
     if isinstance(error, ApiException):
-        said = f"{error.status} {error.reason}: {_status_message(error)}"
+        said = f"{error.status} {error.reason}: {status_message(error)}"
     return f"{type(error).__name__}: {said}"[:CAUSE_CHARS]
-
-
-def _status_message(error: ApiException) -> str:
-    """The ``message`` of the ``Status`` the API server answered with; its body as text when
-    it is not one."""
-    body = error.body.decode(errors="replace") if isinstance(error.body, bytes) else error.body
-    try:
-        status = json.loads(body or "")
-    except ValueError:
-        return str(body or "")
-    return str(status.get("message", body)) if isinstance(status, dict) else str(body)

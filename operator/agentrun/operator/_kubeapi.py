@@ -19,6 +19,7 @@ whether the pool is big enough.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Callable
@@ -224,3 +225,14 @@ class KubeApi:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._client.close()  # type: ignore[no-untyped-call]
+
+
+def status_message(error: ApiException) -> str:
+    """The ``message`` of the ``Status`` the API server answered with (its own words, never the
+    response's headers, which the client's text adds); its body as text when it is not one."""
+    body = error.body.decode(errors="replace") if isinstance(error.body, bytes) else error.body
+    try:
+        status = json.loads(body or "")
+    except ValueError:
+        return str(body or "")
+    return str(status.get("message", body)) if isinstance(status, dict) else str(body)

@@ -12,14 +12,13 @@ event) and the loop stops.
 
 from __future__ import annotations
 
-import json
 import random
 
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from agentrun._errors import AgentRunError
-from agentrun.operator._kubeapi import Rejected
+from agentrun.operator._kubeapi import Rejected, status_message
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 """API server answers that a retry can change: a timeout, throttling, the server unable to
@@ -65,9 +64,5 @@ def described(error: Exception) -> str:
     """What a person reads of ``error`` on the run: for an API server's refusal its status and
     its own message (what the client's text adds is response headers)."""
     if isinstance(error, ApiException):
-        try:
-            said = json.loads(error.body or "{}").get("message")
-        except (ValueError, AttributeError):
-            said = None
-        return f"the API server answered {error.status} {error.reason}: {said or error.body}"
+        return f"the API server answered {error.status} {error.reason}: {status_message(error)}"
     return f"{type(error).__name__}: {error}"
