@@ -1,5 +1,6 @@
-"""kopf keeps no finalizer of its own on runs or Agents (``_main.keep_no_kopf_finalizer``): one
-left by an uninstalled operator would block their deletion for good."""
+"""kopf keeps no finalizer of its own on Agents (``_main.keep_no_kopf_finalizer``), nor on runs,
+for which it runs no daemon or timer at all: one left by an uninstalled operator would block
+their deletion for good."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ def _requires_finalizer(fn: object) -> bool | None:
     return handler.requires_finalizer
 
 
-def test_a_runs_daemon_requires_no_kopf_finalizer() -> None:
-    assert _requires_finalizer(main.run_agent) is False
+def test_kopf_spawns_nothing_per_run() -> None:
+    spawned = {h.fn for h in spawning_handlers(kopf.get_default_registry())}
+    assert spawned == {main.probe_agent}
 
 
 def test_an_agents_probe_timer_requires_none_either() -> None:

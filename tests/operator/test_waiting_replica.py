@@ -1,13 +1,13 @@
-"""The replica that does not hold a run waits for its lease without asking the store at every
-watch event of the run.
+"""The replica taking up a run whose holder stopped beating waits for its lease without asking the
+store at every watch event of the run.
 
-Every replica keeps a worker per run, and the one that does not hold it waits for the holder's
-lease to go (``RunWorker._wait_for_lease``). The holder's progress writes reach it as watch events
-that say nothing of the lease; asking the store at each of them cost the waiting replica a
-twentieth of its CPU at 1,000 runs. It asks when the watch shows the lease change, when the
-lease would lapse and every poll interval; and it still comes out at once when the run is over.
-The store is a real one (SQLite); the watch's events are delivered as kopf delivers them: the
-live body updated in place, then the news.
+The worker waits for the holder's lease to go (``RunWorker._wait_for_lease``); the holder may
+still be at work (its heartbeat lapsed while the store was away, say). The holder's progress
+writes reach it as watch events that say nothing of the lease; asking the store at each of them
+cost the waiting replica a twentieth of its CPU at 1,000 runs. It asks when the watch shows the
+lease change, when the lease would lapse and every poll interval; and it still comes out at
+once when the run is over. The store is a real one (SQLite); the watch's events are delivered
+as kopf delivers them: the live body updated in place, then the news.
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ from agentrun.operator._agent_resolver import AgentResolver
 from agentrun.operator._config import OperatorConfig
 from agentrun.operator._context import OperatorContext
 from agentrun.operator._decision_authentication import DecisionAuthentication
+from agentrun.operator._heartbeat import Heartbeat
 from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
 from agentrun.operator._news import News
 from agentrun.operator._peers import Peers
-from agentrun.operator._slots import RunSlots
 from agentrun.operator._worker import RunWorker
 
 
@@ -37,8 +37,8 @@ def lone_worker(
         metrics=Metrics(),
         agents={},
         resolver=AgentResolver(api, {}),
-        slots=RunSlots(0),
         peers=Peers(config.worker_id),
+        heartbeat=Heartbeat(backend.leases, config.worker_id),
         decisions=DecisionAuthentication(api, accept_unauthenticated=False),
     )
     return RunWorker(context, body, lambda: False, logging.getLogger("test"), news)

@@ -6,7 +6,8 @@ namespace declared, next to their runs; the image's agent stays reachable under 
 Agent takes. Creating an Agent named like an image agent therefore changes the agent of that
 name's runs in that namespace — and, its revision being another, the runs already checkpointed
 under the image's end ``RevisionMismatch`` when next carried on, never run on by a different
-agent.
+agent. The Agent is read from the watch's view of Agents (``agent_book``), not asked of the API
+server at each attempt.
 
 A declared agent is built (its MCP servers listed, its provider made) with the Agent's Secrets
 read through ``KubeSecrets`` for that Agent (only Secrets annotated for it are used; each Secret
@@ -27,6 +28,7 @@ from pydantic import ValidationError
 
 from agentrun._errors import ConfigurationError
 from agentrun._outcomes import Outcome
+from agentrun.operator._agent_book import AgentBook
 from agentrun.operator._agent_resource import AgentResourceSpec
 from agentrun.operator._kube_secrets import DEFAULT_MAX_AGE, KubeSecrets, SecretCache
 from agentrun.operator._kubeapi import KubeApi
@@ -116,8 +118,11 @@ class AgentResolver:
         connections: Connections | None = None,
         *,
         secret_max_age: float = DEFAULT_MAX_AGE,
+        book: AgentBook | None = None,
     ) -> None:
         self.api = api
+        self.book = book or AgentBook(api.get_agent)
+        """Where Agents are looked up: the watch's view (``agent_book``)."""
         self.registered = registered
         self.connections = connections or Connections()
         self.secrets = SecretCache(api, secret_max_age)
@@ -125,7 +130,7 @@ class AgentResolver:
 
     async def resolve(self, namespace: str, name: str) -> ResolvedAgent:
         """The agent ``name`` in ``namespace`` (see the module's notes for which wins)."""
-        body = await self.api.get_agent(namespace, name)
+        body = await self.book.get(namespace, name)
         if body is None:
             self._built.pop((namespace, name), None)
             found = self.registered.get(name)

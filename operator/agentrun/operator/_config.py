@@ -40,7 +40,7 @@ class OperatorConfig(FrozenModel):
     kube_threads: int = Field(default=32, ge=1, le=1024)
     """Threads of ``KubeApi``'s pool: the Kubernetes calls one replica has in flight at most."""
     max_active_runs: int = Field(default=0, ge=0)
-    """Runs this replica drives at once, 0 for no limit (``slots``)."""
+    """Runs this replica works on at once, 0 for no limit (``scheduler``)."""
     secret_max_age: float = Field(default=DEFAULT_MAX_AGE, ge=0)
     """Seconds a Secret read is used for before it is read again, 0 at every request
     (``kube_secrets``)."""

@@ -1,20 +1,19 @@
 """What every handler of one operator process shares: config, stores, API, metrics, agents
-(those in the image, and the resolver that also finds Agent resources), the watch's news and the
-replicas it shows, and what the API server says of people's decisions."""
+(those in the image, and the resolver that also finds Agent resources), the replicas the watch
+shows and whether they still beat, and what the API server says of people's decisions."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agentrun._backend import Backend
 from agentrun.operator._agent_resolver import AgentResolver
 from agentrun.operator._config import OperatorConfig
 from agentrun.operator._decision_authentication import DecisionAuthentication
+from agentrun.operator._heartbeat import Heartbeat
 from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
-from agentrun.operator._news import Newsroom
 from agentrun.operator._peers import Peers
-from agentrun.operator._slots import RunSlots
 from agentrun.runner._registry import RegisteredAgent
 
 FINALIZER = "agentrun.dev/forget-run"
@@ -29,7 +28,6 @@ class OperatorContext:
     metrics: Metrics
     agents: dict[str, RegisteredAgent]
     resolver: AgentResolver
-    slots: RunSlots
     peers: Peers
+    heartbeat: Heartbeat
     decisions: DecisionAuthentication
-    newsroom: Newsroom = field(default_factory=Newsroom)

@@ -21,18 +21,20 @@ from agentrun._compat.kopf import changing_handlers, spawning_handlers
 from agentrun._errors import ConfigurationError
 from agentrun._redaction import Masker, MaskingFilter
 from agentrun.operator import _stopping as stopping
+from agentrun.operator._agent_book import AgentBook
 from agentrun.operator._agent_resolver import AgentResolver
 from agentrun.operator._config import DEFAULT_CONTROLLER, OperatorConfig
 from agentrun.operator._context import OperatorContext
 from agentrun.operator._decision_authentication import DecisionAuthentication
 from agentrun.operator._forget import Forgetting
+from agentrun.operator._heartbeat import Heartbeat
 from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
 from agentrun.operator._metrics_server import serve as serve_metrics
 from agentrun.operator._metrics_tls import server_context
 from agentrun.operator._peers import Peers
+from agentrun.operator._scheduler import Scheduler
 from agentrun.operator._scrape_reviews import ScrapeReviews
-from agentrun.operator._slots import RunSlots
 from agentrun.runner._connections import Connections
 from agentrun.runner._registry import registered_agents
 from agentrun.runner._tracing import export_if_configured
@@ -204,15 +206,20 @@ async def start(
             agents,
             Connections(policy=config.egress),
             secret_max_age=config.secret_max_age,
+            book=AgentBook(api.get_agent),
         ),
-        slots=RunSlots(config.max_active_runs),
         peers=Peers(config.worker_id),
+        heartbeat=Heartbeat(backend.leases, config.worker_id),
         decisions=DecisionAuthentication(
             api, accept_unauthenticated=config.accept_unauthenticated_decisions
         ),
     )
     memo.forgetting = Forgetting()
+    memo.scheduler = Scheduler(memo.context)
+    memo.context.resolver.book.changed = memo.scheduler.agent_changed
     await raise_a_pending_stop()
+    memo.context.heartbeat.start()
+    memo.scheduler.start()
     logger.info(
         "worker %s of %s ready with agents %s on %s",
         config.worker_id,
@@ -223,13 +230,20 @@ async def start(
 
 
 async def stop(memo: Any) -> None:
+    """Hand the runs at work back (``Scheduler.stop``), then this replica's heartbeat, so that
+    the other replicas take the runs at once, then close what start opened."""
+    scheduler: Scheduler | None = getattr(memo, "scheduler", None)
+    if scheduler is not None:
+        await scheduler.stop()
+    context: OperatorContext | None = getattr(memo, "context", None)
+    if context is not None:
+        await context.heartbeat.stop()
     log_masking: LogMasking | None = getattr(memo, "log_masking", None)
     if log_masking is not None:
         log_masking.remove()
     forgetting: Forgetting | None = getattr(memo, "forgetting", None)
     if forgetting is not None:
         await forgetting.close()
-    context: OperatorContext | None = getattr(memo, "context", None)
     if context is not None:
         await context.backend.close()
         await context.resolver.aclose()

@@ -1,21 +1,18 @@
 """The watch's news of a run, for its worker to wait on instead of asking the API server.
 
-kopf hands a run's daemon a live view of the object, updated with every watch event; this lets
-the worker also *wait* for the next one: for the claim another replica just wrote to show, for the
-holder's status to name its lease, for the change that made a patch fail. Each of those waits
-used to be a read (or a patch bound to fail). ``_observer.observe`` tells ``Newsroom`` of every
-event of every run; a worker follows its own run's (``Newsroom.following``).
+The scheduler hands a run's worker the watch's latest view of the object with every event
+(``RunWorker.saw``); this lets the worker also *wait* for the next one: for the claim another
+replica just wrote to show, for the holder's status to name its lease, for the change that made
+a patch fail. Each of those waits used to be a read (or a patch bound to fail).
 
 A run deleted while it carries no finalizer (it never touched a store) is gone at once, and kopf
-keeps no finalizer of its own on runs (``_main``): the ``DELETED`` event is what tells its workers
+keeps no finalizer of its own on runs (``_main``): the ``DELETED`` event is what tells its worker
 to stop (``News.gone``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
 
 
 class News:
@@ -39,24 +36,3 @@ class News:
         except TimeoutError:
             return False
         return True
-
-
-class Newsroom:
-    """Every run this replica has a worker for, by uid, and the news each one waits on."""
-
-    def __init__(self) -> None:
-        self._following: dict[str, News] = {}
-
-    def arrived(self, uid: str, event_type: str) -> None:
-        news = self._following.get(uid)
-        if news is not None:
-            news.arrived(event_type)
-
-    @contextlib.contextmanager
-    def following(self, uid: str) -> Iterator[News]:
-        news = self._following[uid] = News()
-        try:
-            yield news
-        finally:
-            if self._following.get(uid) is news:
-                del self._following[uid]

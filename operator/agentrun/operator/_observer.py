@@ -1,6 +1,8 @@
 """What every replica does with every watch event of an AgentRun, holder or not.
 
-* Tell the run's worker (``_news``): it waits on the watch rather than asking the API server.
+* Tell the scheduler (``_scheduler``): it decides from the event whether the run has work to do
+  here, and hands a worker at work on the run the news (``_news``), so that it waits on the
+  watch rather than asking the API server.
 * Note the replica holding it (``_peers``): which replica claims a new run is picked among those.
 * Count it: ``agentrun_runs{reason}`` is computed from the watch, which every replica of an install
   sees whole, so every replica reports every run of its install by the reason of its
@@ -23,14 +25,19 @@ from agentrun.operator._claims import ours
 from agentrun.operator._conditions import PENDING, find, is_terminal
 from agentrun.operator._context import OperatorContext
 from agentrun.operator._forget import Forgetting
+from agentrun.operator._scheduler import Scheduler
 from agentrun.operator._status import StatusWriter
 
 
 async def observe(
-    context: OperatorContext, forgetting: Forgetting, event_type: str, body: Mapping[str, Any]
+    context: OperatorContext,
+    forgetting: Forgetting,
+    scheduler: Scheduler,
+    event_type: str,
+    body: Mapping[str, Any],
 ) -> None:
     meta, status = body["metadata"], body.get("status") or {}
-    context.newsroom.arrived(meta["uid"], event_type)
+    scheduler.seen(event_type, body)
     if not ours(body, context.config.controller_name):
         return
     conditions = status.get("conditions") or []

@@ -1,14 +1,15 @@
-"""One AgentRun, as seen by one replica: wait for its lease, run it, carry on after each attempt.
+"""One AgentRun at work in one replica: take its lease, run it, carry on after each attempt,
+until it waits again.
 
-Every replica keeps a worker per AgentRun (a kopf daemon), and the replicas are the worker pool:
-only the one holding the run's fenced lease executes it, through ``AgentRunner``; the others
-wait for the lease to lapse, asking the store when, and never touch the run meanwhile. A
-replica lost with its pod stops renewing, and after the TTL another takes the lease with a
-higher fence and resumes from the checkpoint. A replica told to stop (SIGTERM, deletion,
-``spec.suspend``) lets the run reach its next step and releases the lease, so another takes over
-at once.
+The scheduler (``_scheduler``) starts a worker for a run that has work to do, in one replica,
+and the worker runs it while it holds the run's fenced lease, through ``AgentRunner``. It ends
+when the run waits (on a person, on its Agent, on ``spec.suspend``), is over, or is held by
+another replica that is alive (``_heartbeat``); a holder that died is waited for until its
+lease lapses, then the run is resumed from the checkpoint with a higher fence. A replica told
+to stop (SIGTERM, deletion, ``spec.suspend``) lets the run reach its next step and releases the
+lease, so another takes over at once.
 
-This module is the daemon loop and what it does after an attempt, decided by the attempt's
+This module is that loop and what it does after an attempt, decided by the attempt's
 ``Outcome``; the spec becomes policies in ``_policies``, people's answers reach the store through
 ``_answers``, and everything people see is written by the ``_reporter``.
 """
@@ -55,7 +56,7 @@ away); each failure in a row doubles it, up to ``_retrying.BACKOFF_CAP``."""
 
 class Faulted(Exception):
     """The worker stopped on an error that trying again cannot mend, shown on the run already;
-    kopf must not start it again (``_main.run_agent``)."""
+    the scheduler must not start it again (``_scheduler``)."""
 
     def __init__(self, run_id: str) -> None:
         super().__init__(f"the worker of run {run_id} stopped on an error it cannot mend")
@@ -97,6 +98,10 @@ class RunWorker:
         self._returned: Mapping[str, Any] | None = None
         """The run as the API server last returned it to this worker, until an attempt uses it:
         fresher than the watch's view, so the attempt need not read it again."""
+
+    def saw(self, body: Mapping[str, Any]) -> None:
+        """The watch's latest view of the run."""
+        self.body = self.report.body = body
 
     def _spec(self) -> AgentRunSpec:
         return AgentRunSpec.model_validate(dict(self.body["spec"]))
@@ -170,7 +175,7 @@ class RunWorker:
     ) -> Mapping[str, Any] | None:
         """``_seen_again`` after a rejected claim, waiting for the watch up to a lease TTL: a
         claim is refused because another landed first, and the run is then the claimer's to
-        start (``_let_the_claimer_start`` waits as long), so nothing is late for the wait. A
+        start, so nothing is late for the wait. A
         busy replica's watch brings that claim more than a poll interval later, and the read
         that followed cost a ``GET`` for nearly every run (0.8 a run at 1,000 runs)."""
         return await self._seen_within(run, attempt, self.context.config.lease_ttl)
@@ -195,7 +200,6 @@ class RunWorker:
 
     async def _work(self) -> None:
         controller = self.context.config.controller_name
-        await self._let_the_preferred_claim()
         claimed = await claim(self.context.api, self.body, controller, self._claim_seen_again)
         if claimed.owner != controller:
             if claimed.owner is not None:
@@ -208,8 +212,6 @@ class RunWorker:
                 )
             return
         self._returned = claimed.run if claimed.written else None
-        if not claimed.written:
-            await self._let_the_claimer_start()
         if self._over():
             return
         # Pinned by the first lease's holder; else decided now, as this replica would pin it.
@@ -222,62 +224,54 @@ class RunWorker:
             )
             return
         self.tenant = self.report.tenant = tenant
+        # Until the run waits (on a person, its Agent, its spec), another replica holds it, or
+        # it is over: the scheduler wakes it again when the watch shows that change.
         while not self._over():
-            if await self.context.backend.leases.held(self.tenant, self.run_id) is not None:
-                await self._wait_for_lease()  # the holder's to run and to report on
-                continue
             spec = self._spec()
+            if self._waiting_on_people(spec):
+                return
+            held = await self.context.backend.leases.held(self.tenant, self.run_id)
+            if held is not None:
+                mine = held.holder == self.context.config.worker_id  # a release that failed
+                if not mine and await self.context.heartbeat.alive(held.holder):
+                    return  # the holder's to run and to report on
+                await self._wait_for_lease()  # a holder that died: its lease lapses
+                continue
             try:  # an Agent resource of that name, else one in the image (agent_resolver)
                 resolved = await self.context.resolver.resolve(self.namespace, spec.agent)
             except AgentRunError as unusable:  # none, not ready yet, a secret it lists missing
                 await self._idle(unusable.outcome, str(unusable))
-                continue
+                return
             if spec.suspend:
                 await self._idle(Outcome.SUSPENDED, Outcome.SUSPENDED.meaning)
-                continue
-            if self._waiting_on_people(spec):
-                await self._pause()
-                continue
+                return
             unauthenticated = await self._decisions_unauthenticated(spec)
             if unauthenticated is not None:
                 await self._idle(Outcome.DECISIONS_UNAUTHENTICATED, unauthenticated)
-                continue
-            # A slot of this replica's limit (``slots``), held while the run is driven. A wait
-            # for one may have let another replica take the lease, or the run move on.
-            waited = await self.context.slots.take(self._over, self.context.config.poll_interval)
-            if waited is None:
                 return
+            # The watch may lag the last holder's final status write, or the deletion, by a
+            # moment; the object as the API server just returned it does not, so a finished
+            # run is never taken up again, nor one being deleted (which another replica may
+            # already have forgotten).
+            returned = self._returned or await self.context.api.get(self.namespace, self.name)
+            self._returned = None
             try:
-                if waited:
-                    self._returned = None
-                    if await self.context.backend.leases.held(self.tenant, self.run_id):
-                        continue
-                # The watch may lag the last holder's final status write, or the deletion, by a
-                # moment; the object as the API server just returned it does not, so a finished
-                # run is never taken up again, nor one being deleted (which another replica may
-                # already have forgotten).
-                returned = self._returned or await self.context.api.get(self.namespace, self.name)
-                self._returned = None
-                try:
-                    fresh = returned and await ensure_finalizer(
-                        self.context.api, returned, self._seen_again
-                    )
-                except Rejected:  # the object kept changing under the patch: next turn
-                    await self._pause()
-                    continue
-                if (
-                    fresh is None
-                    or fresh["metadata"].get("deletionTimestamp")
-                    or c.is_terminal((fresh.get("status") or {}).get("conditions") or [])
-                ):
-                    return
-                # Nor one that this replica has just parked on a person, before the watch shows it.
-                if waiting_on_people(spec, fresh.get("status") or {}):
-                    await self._pause()
-                    continue
-                await self._attempt(spec, resolved, fresh)
-            finally:
-                self.context.slots.give_back()
+                fresh = returned and await ensure_finalizer(
+                    self.context.api, returned, self._seen_again
+                )
+            except Rejected:  # the object kept changing under the patch: next turn
+                await self._pause()
+                continue
+            if (
+                fresh is None
+                or fresh["metadata"].get("deletionTimestamp")
+                or c.is_terminal((fresh.get("status") or {}).get("conditions") or [])
+            ):
+                return
+            # Nor one that this replica has just parked on a person, before the watch shows it.
+            if waiting_on_people(spec, fresh.get("status") or {}):
+                return
+            await self._attempt(spec, resolved, fresh)
 
     async def _decisions_unauthenticated(self, spec: AgentRunSpec) -> str | None:
         """Why the approvals and resolutions ``spec`` holds may not be acted on (the API server
@@ -293,43 +287,6 @@ class RunWorker:
         ask, self._decisions_asked_at = generation != self._decisions_asked_at, generation
         return await self.context.decisions.unauthenticated(self.body, kinds, ask=ask)
 
-    async def _let_the_preferred_claim(self) -> None:
-        """A run nobody has claimed yet, that another replica of this install is the one to
-        claim (``peers``): wait on the watch for its claim rather than send one of our own that
-        the API server would refuse once its claim landed, for as long as that replica shows
-        signs of life (the watch shows it hold a run within a poll interval), a lease TTL at
-        most: as long as a holder that died keeps a run waiting. The claim that follows then
-        finds the run claimed and sends nothing, or claims it as before."""
-        peers, config = self.context.peers, self.context.config
-        preferred = peers.preferred(self.run_id)
-        if preferred == peers.me:
-            return
-        started = time.monotonic()
-        while not (self.body.get("status") or {}).get("controller") and not self._over():
-            alive_until = max(started, peers.last_seen(preferred)) + config.poll_interval
-            left = min(started + config.lease_ttl, alive_until) - time.monotonic()
-            if left <= 0:
-                return
-            await self.news.next(left)
-
-    async def _let_the_claimer_start(self) -> None:
-        """Another replica claimed the run just now, or claimed it and has decided nothing of it
-        since (it still shows ``Pending`` and no lease): it is about to take the lease, so let it,
-        rather than compete for the lease with requests of our own. Waits on the watch, asking
-        the API server nothing, until the status names a lease or says anything else, for at
-        most a lease TTL: as long as a holder that died keeps a run waiting. With a limit on the
-        runs a replica drives (``slots``), for a poll interval only: the claimer may be at its
-        limit, and the run is then this replica's to take if it has room."""
-        config = self.context.config
-        patience = config.poll_interval if self.context.slots.limit else config.lease_ttl
-        deadline = time.monotonic() + patience
-        while not self._over() and time.monotonic() < deadline:
-            status = self.report.current()
-            succeeded = c.find(status.get("conditions") or [], SUCCEEDED) or {}
-            if status.get("lease") or succeeded.get("reason") != c.PENDING.reason:
-                return
-            await self.news.next(min(config.poll_interval, deadline - time.monotonic()))
-
     async def _idle(self, outcome: Outcome, message: str) -> None:
         """Say why the run is not going on — unless a holder is still finishing its step: then
         it is the holder's to say, once it has stopped and handed the lease back."""
@@ -338,7 +295,6 @@ class RunWorker:
             await self.context.backend.leases.held(self.tenant, self.run_id) is None
         ):
             await self.report.show(outcome, message, once=True)
-        await self._pause()
 
     # -- one attempt at the lease ---------------------------------------------------------------
 
@@ -445,8 +401,8 @@ class RunWorker:
             return
         await self.report.ended(outcome, str(error))
         if outcome is Outcome.HELD_ELSEWHERE:
-            # Another replica took the lease first (no fence of ours), or took it from us. The
-            # loop waits for its holder (``_wait_for_lease``) once this replica's slot is back.
+            # Another replica took the lease first (no fence of ours), or took it from us: the
+            # loop finds it held and leaves the run to it.
             if self.report.status.fence is not None:
                 self.context.metrics.lease_losses.inc()
                 self.report.say("lost the lease: %s", error, level=logging.WARNING)
