@@ -275,9 +275,9 @@ def phase_quiet(
 
 def phase_resume(
     bench: Bench, table: Table, parked: Sequence[str], count: int, namespace: str, budget: float
-) -> None:
+) -> int:
     """An approval appended to ``count`` of the ``parked`` runs by ``APPROVER``, each timed from
-    its patch until the watch shows its run moved on."""
+    its patch until the watch shows its run moved on; how many did."""
     chosen = list(parked[:: max(1, len(parked) // count)][:count])
     print(f"resume: approving {len(chosen)} parked runs as {APPROVER}", flush=True)
     patched: dict[str, float] = {}
@@ -299,7 +299,7 @@ def phase_resume(
     outcomes = Counter(run.outcome for run in ended.values())
     if not latencies:
         table.add(f"resume {len(chosen)}: approval -> moved on", "none moved on", "")
-        return
+        return 0
     table.add(
         f"resume {len(chosen)}: approval -> moved on",
         f"p50 {statistics.median(latencies):.2f} s",
@@ -307,6 +307,7 @@ def phase_resume(
         f"{len(latencies)}/{len(chosen)} moved on (outcomes {dict(outcomes)}); approved by "
         f"{APPROVER} through impersonation, the chart's decision policy enforced",
     )
+    return len(latencies)
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -351,10 +352,13 @@ def run(args: argparse.Namespace) -> None:
                     "the replicas' CPU with the working runs beside the parked ones, less with "
                     "the same working runs alone",
                 )
+            resumed = 0
             if args.resume and parked:
-                phase_resume(bench, table, parked, args.resume, NAMESPACES["parked"], args.budget)
+                resumed = phase_resume(
+                    bench, table, parked, args.resume, NAMESPACES["parked"], args.budget
+                )
             delete_runs(
-                bench, table, f"delete {args.parked} runs ({len(parked)} parked)",
+                bench, table, f"delete {args.parked} runs ({len(parked) - resumed} still parked)",
                 NAMESPACES["parked"], args.delete_timeout,
             )  # fmt: skip
         finally:
