@@ -325,7 +325,7 @@ def run(args: argparse.Namespace) -> None:
         if getattr(args, name) is None:
             setattr(args, name, default)
     table = Table()
-    load = os.getloadavg()
+    load, measured = os.getloadavg(), commit()
     with contextlib.ExitStack() as stack:
         workdir = working_folder(stack, args.workdir)
         bench = replicas_up(stack, args, workdir, NAMESPACES.values())
@@ -365,7 +365,7 @@ def run(args: argparse.Namespace) -> None:
             if table.rows:
                 end = os.getloadavg()
                 table.notes.append(
-                    f"commit {commit()}, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} "
+                    f"commit {measured}, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} "
                     f"UTC; 2 replicas, poll interval {args.poll_interval} s, kopf flag "
                     f"{args.log_flag or '(none: INFO)'}; {os.cpu_count()} cores, load average "
                     f"{load[0]:.2f} at the start, {end[0]:.2f} at the end; logs in {workdir}"
