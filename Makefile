@@ -12,7 +12,7 @@ export VENV
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: deps lock kube-tools cluster-tools images cluster-up cluster-down e2e e2e-kind demo-k8s \
-	test test-fast lint demo bench bench-operator bench-agents bench-peers
+	test test-fast lint demo bench bench-operator bench-agents bench-peers bench-parked
 
 deps:
 	@bash hack/install-deps.sh
@@ -80,6 +80,11 @@ bench: deps
 
 bench-operator: deps kube-tools
 	$(PYTHON) -m bench.operator_scale
+
+# Runs parked on an approval: what they cost while nothing changes, and waking one
+# (BENCH_ARGS=--quick for a small form, or --parked 2000 --working 0 for the issue's figures).
+bench-parked: deps kube-tools
+	$(PYTHON) -m bench.parked_runs $(BENCH_ARGS)
 
 # A declared agent whose model answers after 1 s, beside one that answers at once.
 bench-agents: deps kube-tools

@@ -123,6 +123,15 @@ class Bench:
         found = self.objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
         return cast(dict[str, Any], found)
 
+    def count(self, namespace: str) -> int:
+        """How many AgentRuns ``namespace`` holds (a list of one, and the count of the rest)."""
+        listed = cast(
+            dict[str, Any],
+            self.objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, limit=1),
+        )
+        metadata = listed.get("metadata") or {}
+        return len(listed["items"]) + int(metadata.get("remainingItemCount") or 0)
+
     def requests(self) -> Counter[str]:
         """The API server's requests so far, by verb and resource (``ControlPlane.requests``)."""
         assert self.plane is not None
@@ -151,6 +160,9 @@ class Bench:
             "AGENTRUN_STORE_URL": self.redis.url + self.store_query,
             "AGENTRUN_WORKER_ID": name,
             "AGENTRUN_METRICS_PORT": str(port),
+            # Plain HTTP, which serves_metrics and bench.agent_scale read: the secure endpoint's
+            # access control is tests/kube/test_kube_metrics_access.py's, not a cost measured here.
+            "AGENTRUN_METRICS_SECURE": "false",
             "AGENTRUN_POLL_INTERVAL": str(self.poll_interval),
             "AGENTRUN_AGENT_MODULES": "bench.agents",
             # bench.agent_scale's fake endpoints listen on loopback, refused unless allowed.
@@ -388,31 +400,94 @@ def run_object(name: str, agent: str) -> dict[str, Any]:
 
 
 async def _post_all(
-    plane: ControlPlane, namespace: str, bodies: Sequence[bytes], concurrency: int
+    plane: ControlPlane, namespace: str, bodies: Sequence[bytes], concurrency: int, every: int
 ) -> None:
     url = f"{plane.server}/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
     context = ssl.create_default_context(cafile=str(plane.workdir / "certs" / "ca.crt"))
     headers = {"Authorization": f"Bearer {plane.token}", "Content-Type": "application/json"}
     queue = iter(bodies)
+    created = 0
     connector = aiohttp.TCPConnector(ssl=context, limit=concurrency)
     async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
 
         async def poster() -> None:
+            nonlocal created
             for body in queue:  # one shared iterator: each body is taken by one poster
                 async with session.post(url, data=body) as response:
                     if response.status != 201:
                         raise RuntimeError(f"POST {url}: {response.status} {await response.text()}")
+                created += 1
+                if every and created % every == 0:
+                    print(f"  created {created}/{len(bodies)} runs", flush=True)
 
         await asyncio.gather(*(poster() for _ in range(concurrency)))
 
 
-def post_runs(bench: Bench, namespace: str, count: int, agent: str, concurrency: int) -> None:
-    """``count`` runs named as ``manifest`` names them, created by ``concurrency`` concurrent
-    POSTs of ready-made JSON from this process: a client that costs the machine a fraction of
-    what the operator does per run, so the phase measures the operator, not the creator."""
+def post_runs(
+    bench: Bench,
+    namespace: str,
+    count: int,
+    agent: str,
+    concurrency: int,
+    prefix: str = "run",
+    every: int = 0,
+) -> None:
+    """``count`` runs named as ``manifest`` names them (``prefix-00000`` on), created by
+    ``concurrency`` concurrent POSTs of ready-made JSON from this process: a client that costs
+    the machine a fraction of what the operator does per run, so the phase measures the
+    operator, not the creator. With ``every``, a line of progress each ``every`` runs."""
     assert bench.plane is not None
-    bodies = [json.dumps(run_object(f"run-{index:05d}", agent)).encode() for index in range(count)]
-    asyncio.run(_post_all(bench.plane, namespace, bodies, concurrency))
+    bodies = [
+        json.dumps(run_object(f"{prefix}-{index:05d}", agent)).encode() for index in range(count)
+    ]
+    asyncio.run(_post_all(bench.plane, namespace, bodies, concurrency, every))
+
+
+def delete_runs(bench: Bench, table: Table, label: str, namespace: str, timeout: float) -> None:
+    """``kubectl delete agentruns --all --wait`` in ``namespace`` (the real kubectl), timed to
+    its exit; the runs left are counted every 5 s (printed every 30 s), which gives when the last
+    one was gone, apart from when kubectl saw it. After ``timeout`` seconds kubectl is stopped by
+    its pid and the row says it did not finish, rather than the benchmark hanging on it."""
+    assert bench.plane is not None
+    argv = [bench.kubectl_bin, "delete", "agentruns", "--all", "-n", namespace, "--wait=true"]
+    began = time.monotonic()
+    emptied: float | None = None
+    printed = began
+    with subprocess.Popen(
+        argv, env=bench.plane.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    ) as deleting:
+        while True:
+            try:
+                wait = max(0.1, min(5.0, timeout - (time.monotonic() - began)))
+                _, errors = deleting.communicate(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                left, now = bench.count(namespace), time.monotonic()
+                if left == 0 and emptied is None:
+                    emptied = now - began
+                if now - printed >= 30:
+                    print(f"  deleting: {left} runs left after {now - began:.0f} s", flush=True)
+                    printed = now
+                if now - began < timeout:
+                    continue
+                deleting.kill()
+                deleting.communicate()
+                gone = "" if emptied is None else f"; the last run was gone after {emptied:.0f} s"
+                table.add(
+                    label,
+                    f"did not finish in {timeout:.0f} s",
+                    f"{left} runs were left when kubectl was stopped{gone}",
+                )
+                return
+    if deleting.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {deleting.returncode}: {errors}")
+    gone = "" if emptied is None else f"; the last run was gone after {emptied:.0f} s"
+    table.add(
+        label,
+        f"{time.monotonic() - began:.1f} s",
+        "kubectl delete agentruns --all --wait, to its exit (forgets each run in the store, "
+        f"drops the finalizer){gone} (counted every 5 s)",
+    )
 
 
 def kubectl_apply_runs(
@@ -550,13 +625,7 @@ def phase_memory(bench: Bench, table: Table, count: int, namespace: str) -> None
             f"{grown / max(parked, 1):.1f} KiB/run",
             f"{idle[name] / 1024:.1f} MiB -> {alive[name] / 1024:.1f} MiB",
         )
-    started_at = time.monotonic()
-    bench.kubectl("delete", "agentruns", "--all", "-n", namespace, "--wait=true", timeout=600)
-    table.add(
-        f"delete {count} parked runs",
-        f"{time.monotonic() - started_at:.1f} s",
-        "kubectl delete --all --wait (forgets each run in the store, drops the finalizer)",
-    )
+    delete_runs(bench, table, f"delete {count} parked runs", namespace, 600)
 
 
 async def lease_remaining(url: str, tenant: str, run_id: str) -> float | None:

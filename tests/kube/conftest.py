@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.agent_manifests import AGENT_SECRETS_CHECKED
-from tests.support.chart import install_cluster_objects
+from tests.support.chart import decision_policy_enforced, install_cluster_objects
 from tests.support.counting_api import CountingApi
 from tests.support.kube import ControlPlane, Kube, kubectl_binary, start_control_plane
 from tests.support.operator import Operators, operator_pool, wait_for
@@ -41,26 +41,9 @@ def cluster(control_plane: ControlPlane) -> Kube:
     default."""
     kube = Kube(control_plane, "default", kubectl_binary())
     install_cluster_objects(kube)
-    wait_for("the decision policy to be enforced", lambda: _policy_enforced(kube), 60)
+    wait_for("the decision policy to be enforced", lambda: decision_policy_enforced(kube), 60)
     wait_for("the Agent Secrets policy to be enforced", lambda: _secrets_policy_enforced(kube), 60)
     return kube
-
-
-def _policy_enforced(kube: Kube) -> bool:
-    """The API server loads a new policy within a second or so; until then it lets all through."""
-    spoofed = {
-        "apiVersion": "agentrun.dev/v1alpha1",
-        "kind": "AgentRun",
-        "metadata": {"name": "policy-probe"},
-        "spec": {
-            "agent": "probe",
-            "approvals": [{"requestId": "r", "decision": "approve", "by": "somebody-else"}],
-        },
-    }
-    probe = kube.kubectl(
-        "create", "--dry-run=server", "-f", "-", stdin=json.dumps(spoofed), check=False
-    )
-    return "by must be the user who appends the decision" in probe.stderr
 
 
 def _secrets_policy_enforced(kube: Kube) -> bool:

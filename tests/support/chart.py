@@ -7,6 +7,7 @@ need a control plane nobody else's namespaces or CRD live on: ``private_cluster`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,3 +70,21 @@ def install_cluster_objects(kube: Kube) -> None:
     only = [arg for template in ACCESS_CONTROL for arg in ("--show-only", template)]
     rendered = kube.helm(helm_binary(), "template", "agentrun", str(CHART), *only).stdout
     kube.kubectl("apply", "--server-side", "-f", "-", stdin=rendered)
+
+
+def decision_policy_enforced(kube: Kube) -> bool:
+    """Whether the API server refuses a decision in somebody else's name yet: it loads a new
+    policy within a second or so of its creation, and lets everything through until then."""
+    spoofed = {
+        "apiVersion": "agentrun.dev/v1alpha1",
+        "kind": "AgentRun",
+        "metadata": {"name": "policy-probe"},
+        "spec": {
+            "agent": "probe",
+            "approvals": [{"requestId": "r", "decision": "approve", "by": "somebody-else"}],
+        },
+    }
+    probe = kube.kubectl(
+        "create", "--dry-run=server", "-f", "-", stdin=json.dumps(spoofed), check=False
+    )
+    return "by must be the user who appends the decision" in probe.stderr
