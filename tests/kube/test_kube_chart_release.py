@@ -38,6 +38,11 @@ SECOND_RELEASE = (
 )
 
 
+pytestmark = pytest.mark.xdist_group("chart-release")
+"""The tests share one release and go in order (one uninstalls what the next installs again):
+one worker runs them all (``--dist loadgroup``, pyproject's pytest options)."""
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory, redis: RedisServer) -> Iterator[Kube]:
     """Release ``first`` with every default, installed by helm: the CRD comes with it."""

@@ -8,12 +8,14 @@ holder and costs a few bytes.
 
 Who forgets, and when:
 
-* The holder. Its daemon sees ``deletionTimestamp`` (the runner asks before every model call and
+* The holder. Its worker sees ``deletionTimestamp`` (the runner asks before every model call and
   every dispatch), lets the call in flight complete, releases the lease and forgets at once
   (``RunWorker.work``): a deleted run makes no call after the delete reaches the operator, and is
   gone within a second or two of its step ending.
-* A run nobody holds (finished, suspended, waiting on a person): whichever replica sees the
-  deletion takes the lease and forgets it at once.
+* A run nobody holds (finished, suspended, waiting on a person): the replica the run prefers
+  (``_peers``) takes the lease and forgets it at once; the others look two poll intervals
+  later, by when it is usually gone (their ``DELETED`` event ends their try: ``Forgetting.gone``),
+  rather than each racing for the same lease and the same finalizer.
 * A run another replica holds: this replica does not wait for it; it asks again every
   ``poll_interval`` in the background (``Forgetting``), so when the holder has forgotten it the
   object is gone, and when the holder died instead its lease lapses after the TTL and this
@@ -106,18 +108,31 @@ class Forgetting:
         next watch event (the fault's own status write is one), which would only meet it again."""
 
     def see(self, context: OperatorContext, body: Mapping[str, Any]) -> None:
-        """A watch event of a run: if it is being deleted, forget it as soon as nobody holds it."""
+        """A watch event of a run: if it is being deleted, forget it as soon as nobody holds it
+        (at once in the replica the run prefers, two poll intervals later in the others)."""
         run_id: str = body["metadata"]["uid"]
         if being_forgotten(body) and run_id not in self._tasks and run_id not in self._faulted:
+            first = context.peers.preferred(run_id) == context.config.worker_id
+            delay = 0.0 if first else 2 * context.config.poll_interval
             task = asyncio.create_task(
-                self._until_forgotten(context, body), name=f"forget {run_id}"
+                self._until_forgotten(context, body, delay), name=f"forget {run_id}"
             )
             self._tasks[run_id] = task
             task.add_done_callback(lambda _: self._tasks.pop(run_id, None))
 
-    async def _until_forgotten(self, context: OperatorContext, body: Mapping[str, Any]) -> None:
+    def gone(self, run_id: str) -> None:
+        """The run's ``DELETED`` event: nothing of it is left to forget here."""
+        task = self._tasks.get(run_id)
+        if task is not None:
+            task.cancel()
+        self._faulted.discard(run_id)
+
+    async def _until_forgotten(
+        self, context: OperatorContext, body: Mapping[str, Any], delay: float
+    ) -> None:
         run_id: str = body["metadata"]["uid"]
         backoff = Backoff(context.config.poll_interval)
+        await asyncio.sleep(delay)
         while True:
             try:
                 if await forget_run(context, body):

@@ -43,6 +43,7 @@ async def observe(
     conditions = status.get("conditions") or []
     if event_type == "DELETED":
         context.metrics.run_is(meta["uid"], None)
+        forgetting.gone(meta["uid"])
         return
     if holder := (status.get("lease") or {}).get("holder"):
         context.peers.saw(str(holder))  # a replica of this install, alive (``peers``)
