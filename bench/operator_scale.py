@@ -6,7 +6,7 @@
 (``python -m agentrun.operator --standalone``, the agents of ``bench/agents.py``), then:
 
 1. **memory** — RSS (``VmRSS``) of each replica idle, then with N runs alive (each parked on an
-   approval nobody gives, so every replica keeps a daemon for it); the difference over N;
+   approval nobody gives; `bench.parked_runs` measures what such runs cost); the difference over N;
 2. **takeover** — a run mid-way through a slow read-only step, its holder SIGKILLed: the time
    until the new fence is visible in ``.status.lease``, with the lease TTL the run asked for
    and what the store said was left of the dead holder's lease at the kill;
