@@ -24,7 +24,6 @@ namespace does not starve another.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
 from collections import deque
@@ -233,12 +232,8 @@ class Scheduler:
             return reason != Outcome.SUSPENDED.reason
         if reason == Outcome.DECISIONS_UNAUTHENTICATED.reason and unchanged:
             return False
-        return not (reason in AGENT_REASONS and unchanged and self._parked_on_agent(uid))
-
-    def _parked_on_agent(self, uid: str) -> bool:
-        """Whether the run waits for its Agent to change, having shown why it cannot use it
-        (``_index`` keeps it under its Agent, to be woken by it)."""
-        return uid in self._agent_of
+        # Shown as waiting on its Agent, and kept under it by ``_index``: woken by its change.
+        return not (reason in AGENT_REASONS and unchanged and uid in self._agent_of)
 
     def _index(self, uid: str, body: Mapping[str, Any]) -> None:
         """Keep who holds the run, and whether it waits on its Agent."""
@@ -373,16 +368,16 @@ class Scheduler:
                 read = await self.context.api.get(drive.namespace, drive.name)
                 if read is None or drive.news.gone:
                     return
-                drive.view = drive.view or read
-            worker = RunWorker(self.context, drive.view, self._told_to_stop, self.log, drive.news)
-            drive.worker = worker
-            drive.generation = worker.body["metadata"].get("generation")
-            await worker.work()
+                if drive.view is None:  # else a watch event came during the read: fresher
+                    drive.view = read
+                drive.generation = drive.view["metadata"].get("generation")
+            drive.worker = RunWorker(
+                self.context, drive.view, self._told_to_stop, self.log, drive.news
+            )
+            await drive.worker.work()
         except Faulted as fault:
             self._faulted.add(uid)
             self.log.error("%s", fault)
-        except asyncio.CancelledError:
-            raise
         except Exception:
             self.log.exception("the worker of run %s failed; again in %.0fs", uid, RETRY_AFTER)
             retry = True
@@ -466,7 +461,3 @@ class Scheduler:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=CANCELLED_GRACE)
-        with contextlib.suppress(Exception):
-            for task in pending:
-                if task.done() and not task.cancelled():
-                    task.exception()
