@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -152,8 +153,9 @@ class Scheduler:
         self.log = logger or log
         self.queue = FairQueue()
         self._drives: dict[str, _Drive] = {}
-        self._deferred: dict[str, tuple[Mapping[str, Any], asyncio.TimerHandle]] = {}
-        """Runs another replica is preferred for: their latest view, and when to look again."""
+        self._deferred: dict[str, tuple[Mapping[str, Any], asyncio.TimerHandle, float]] = {}
+        """Runs another replica is preferred for: their latest view, when to look again, and
+        since when (``time.monotonic``)."""
         self._holders: dict[str, dict[str, tuple[str, str]]] = {}
         """The runs the watch shows another replica holding, by holder: their namespace and
         name."""
@@ -300,21 +302,34 @@ class Scheduler:
 
     # -- starting workers --------------------------------------------------------------------
 
-    def _defer(self, uid: str, body: Mapping[str, Any]) -> None:
-        """Look at the run again ``DEFER`` from now, unless its preferred replica took it."""
+    def _defer(self, uid: str, body: Mapping[str, Any], since: float | None = None) -> None:
+        """Look at the run again two poll intervals from now, unless its preferred replica took
+        it meanwhile."""
         known = self._deferred.get(uid)
         if known is not None:
-            self._deferred[uid] = (body, known[1])
+            self._deferred[uid] = (body, known[1], known[2])
             return
         delay = 2 * self.context.config.poll_interval
         timer = asyncio.get_running_loop().call_later(
             delay, self._deferred_due, uid, context=self._copied()
         )
-        self._deferred[uid] = (body, timer)
+        self._deferred[uid] = (body, timer, time.monotonic() if since is None else since)
 
     def _deferred_due(self, uid: str) -> None:
-        body, _ = self._deferred.pop(uid)
-        if uid not in self._drives and self._wants(body):
+        """Take the run up, unless its preferred replica shows signs of life (the watch showed
+        it hold a run within a poll interval): a busy replica's claim and lease show late, and
+        taking the run then only races it. That patience lasts a lease TTL at most (as long as
+        a holder that died keeps a run waiting), and only a poll interval where replicas have
+        a limit on their runs (the preferred one may be full)."""
+        body, _, since = self._deferred.pop(uid)
+        if uid in self._drives or not self._wants(body):
+            return
+        config, peers = self.context.config, self.context.peers
+        now = time.monotonic()
+        alive = now - peers.last_seen(peers.preferred(uid)) < config.poll_interval
+        if alive and not self.capacity and now - since < config.lease_ttl:
+            self._defer(uid, body, since)
+        else:
             self._start(uid, body)
 
     def _unqueue(self, uid: str) -> None:
@@ -450,7 +465,7 @@ class Scheduler:
         self._stopping = True
         if self._monitor is not None:
             self._monitor.cancel()
-        for _, timer in self._deferred.values():
+        for _, timer, _ in self._deferred.values():
             timer.cancel()
         self._deferred.clear()
         tasks = [d.task for d in self._drives.values() if d.task is not None]
