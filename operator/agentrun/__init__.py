@@ -21,6 +21,7 @@ from agentrun._decisions import ApprovalDecision, decide, resolve
 from agentrun._errors import (
     AgentRunError,
     BudgetExceededError,
+    QuotaSpentError,
     CheckpointEncodingError,
     CheckpointFormatError,
     CheckpointTooLargeError,
@@ -140,6 +141,7 @@ __all__ = [
     "PendingCall",
     "PriceTable",
     "Provider",
+    "QuotaSpentError",
     "Redactor",
     "RegisteredAgent",
     "ResumeConflictError",

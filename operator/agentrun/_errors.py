@@ -272,6 +272,21 @@ class BudgetExceededError(AgentRunError):
         )
 
 
+class QuotaSpentError(AgentRunError):
+    """A budget shared with other runs has no room for the run's next model call; nothing was
+    sent or reserved."""
+
+    outcome = Outcome.QUOTA_SPENT
+
+    def __init__(self, *, run_id: str, budget: str) -> None:
+        self.run_id = run_id
+        self.budget = budget
+        super().__init__(
+            f"run {run_id!r} stopped before its next model call: {budget} has no room for it. "
+            "It carries on when the budget's window turns or the budget is raised."
+        )
+
+
 class NothingCheckpointedError(AgentRunError):
     """There is no checkpoint under this run id for this tenant."""
 

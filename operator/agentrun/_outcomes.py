@@ -168,6 +168,17 @@ class Outcome(StrEnum):
             event=_warning("BudgetExceeded"),
         ),
     )
+    QUOTA_SPENT = (
+        "quota_spent",
+        _facts(
+            Exit.CARRIED_ON,
+            ("Unknown", "QuotaSpent"),
+            "a budget the run shares with others (its namespace's RunQuota) had no room for its "
+            "next model call: nothing was sent, the checkpoint is kept, and the run carries on "
+            "when the budget's window turns or the budget is raised",
+            event=_warning("QuotaSpent"),
+        ),
+    )
     MAX_ITERATIONS = (
         "max_iterations",
         _facts(
@@ -209,6 +220,16 @@ class Outcome(StrEnum):
             Exit.CARRIED_ON,
             ("Unknown", "Suspended"),
             "spec.suspend is true: the run stopped at its next step, holding no lease",
+        ),
+    )
+    QUEUED = (
+        "queued",
+        _facts(
+            Exit.CARRIED_ON,
+            ("Unknown", "Queued"),
+            "its namespace's RunQuota has as many runs active as it allows: the run holds no "
+            "lease and calls nothing, and starts, in the order it was queued, when one stops",
+            event=Event("Queued", warning=False),
         ),
     )
 

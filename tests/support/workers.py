@@ -20,6 +20,7 @@ from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
 from agentrun.operator._news import News
 from agentrun.operator._peers import Peers
+from agentrun.operator._quota_book import QuotaBook
 from agentrun.operator._worker import RunWorker
 
 
@@ -39,6 +40,7 @@ def lone_worker(
         resolver=AgentResolver(api, {}),
         peers=Peers(config.worker_id),
         heartbeat=Heartbeat(backend.leases, config.worker_id),
+        quotas=QuotaBook(api.list_quotas),
         decisions=DecisionAuthentication(api, accept_unauthenticated=False),
     )
     return RunWorker(context, body, lambda: False, logging.getLogger("test"), news)

@@ -1,6 +1,6 @@
 """What every handler of one operator process shares: config, stores, API, metrics, agents
 (those in the image, and the resolver that also finds Agent resources), the replicas the watch
-shows and whether they still beat, and what the API server says of people's decisions."""
+shows and whether they still beat, the namespaces' RunQuotas, and what the API server says of people's decisions."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from agentrun.operator._heartbeat import Heartbeat
 from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
 from agentrun.operator._peers import Peers
+from agentrun.operator._quota_book import QuotaBook
 from agentrun.runner._registry import RegisteredAgent
 
 FINALIZER = "agentrun.dev/forget-run"
@@ -30,4 +31,5 @@ class OperatorContext:
     resolver: AgentResolver
     peers: Peers
     heartbeat: Heartbeat
+    quotas: QuotaBook
     decisions: DecisionAuthentication

@@ -41,6 +41,7 @@ from typing import Any
 
 from agentrun._checkpointing import Checkpointer
 from agentrun._errors import RunLeaseError
+from agentrun.operator._admission import Place
 from agentrun.operator._claims import ours
 from agentrun.operator._context import FINALIZER, OperatorContext
 from agentrun.operator._finalizers import drop_finalizer
@@ -91,6 +92,8 @@ async def forget_run(context: OperatorContext, body: Mapping[str, Any]) -> bool:
             return False
         try:
             await forget_stored(context, tenant, run_id)
+            # A worker that died at work left its place under the quota taken: it goes too.
+            await Place(backend.quotas, namespace, lease).give_back()
         finally:
             await backend.leases.release(lease)
     await drop_finalizer(context.api, namespace, name)

@@ -33,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from agentrun.operator._agent_resource import AGENT_PLURAL
 from agentrun.operator._metrics import Metrics
 from agentrun.operator._nesting import loads
+from agentrun.operator._quota_resource import QUOTA_PLURAL
 from agentrun.operator._resource import GROUP, PLURAL, VERSION
 
 JSON_PATCH = "application/json-patch+json"
@@ -221,6 +222,31 @@ class KubeApi:
             )
 
         return await self._off_loop(call)
+
+    # -- a namespace's RunQuotas ------------------------------------------------------------
+
+    async def list_quotas(self, namespace: str) -> list[dict[str, Any]]:
+        def call() -> list[dict[str, Any]]:
+            listed = self._objects.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, QUOTA_PLURAL
+            )
+            return [dict(each) for each in cast(dict[str, Any], listed).get("items") or []]
+
+        return await self._off_loop(call)
+
+    async def patch_quota_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge ``status`` into the quota's status; a quota deleted meanwhile is let be."""
+
+        def call() -> None:
+            try:
+                self._objects.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, QUOTA_PLURAL, name, {"status": status}
+                )
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+
+        await self._off_loop(call)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

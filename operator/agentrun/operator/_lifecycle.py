@@ -28,6 +28,7 @@ from agentrun.operator._context import OperatorContext
 from agentrun.operator._decision_authentication import DecisionAuthentication
 from agentrun.operator._forget import Forgetting
 from agentrun.operator._heartbeat import Heartbeat
+from agentrun.operator._quota_book import QuotaBook
 from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
 from agentrun.operator._metrics_server import serve as serve_metrics
@@ -210,6 +211,7 @@ async def start(
         ),
         peers=Peers(config.worker_id),
         heartbeat=Heartbeat(backend.leases, config.worker_id),
+        quotas=QuotaBook(api.list_quotas),
         decisions=DecisionAuthentication(
             api, accept_unauthenticated=config.accept_unauthenticated_decisions
         ),
@@ -217,6 +219,7 @@ async def start(
     memo.forgetting = Forgetting()
     memo.scheduler = Scheduler(memo.context)
     memo.context.resolver.book.changed = memo.scheduler.agent_changed
+    memo.context.quotas.changed = memo.scheduler.quota_queue.poke
     await raise_a_pending_stop()
     memo.context.heartbeat.start()
     memo.scheduler.start()

@@ -6,6 +6,9 @@
   ``observedGeneration``.
 * ``_agent_book`` — every watch event of an Agent: the resolver reads Agents from it, and the
   runs waiting on one are woken when it changes.
+* ``_quota_book`` — every watch event of a RunQuota: runs take their places under it
+  (``_admission``), and its namespace's queued runs are looked at when it changes
+  (``_quota_queue``).
 * ``_lifecycle`` — start-up and shut-down.
 * ``_agent_probe`` — a timer per Agent that probes its endpoints and writes its status.
 
@@ -30,6 +33,7 @@ from agentrun.operator._agent_resource import AGENT_PLURAL
 from agentrun.operator._lifecycle import start, stop
 from agentrun.operator._nesting import loads
 from agentrun.operator._observer import observe
+from agentrun.operator._quota_resource import QUOTA_PLURAL
 from agentrun.operator._resource import GROUP, PLURAL, VERSION
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -81,6 +85,11 @@ async def seen(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) ->
 @kopf.on.event(GROUP, VERSION, AGENT_PLURAL)
 async def agent_seen(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
     memo.context.resolver.book.seen(str(event.get("type")), body)
+
+
+@kopf.on.event(GROUP, VERSION, QUOTA_PLURAL)
+async def quota_seen(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    memo.context.quotas.seen(str(event.get("type")), body)
 
 
 @kopf.timer(GROUP, VERSION, AGENT_PLURAL, interval=TICK, backoff=RETRY_AFTER)

@@ -28,7 +28,7 @@ import contextvars
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,8 @@ from agentrun.operator._claims import ours
 from agentrun.operator._conditions import find, is_terminal
 from agentrun.operator._context import OperatorContext
 from agentrun.operator._news import News
+from agentrun.operator._quota_queue import WAITING as QUOTA_WAITS
+from agentrun.operator._quota_queue import QuotaQueue
 from agentrun.operator._resource import AgentRunSpec
 from agentrun.operator._witness import is_parked
 from agentrun.operator._worker import Faulted, RunWorker
@@ -151,7 +153,8 @@ class Scheduler:
         self.me = context.config.worker_id
         self.capacity = context.config.max_active_runs
         self.log = logger or log
-        self.queue = FairQueue()
+        self.queue = FairQueue(self._weight)
+        self.quota_queue = QuotaQueue(context, self._wake, self._at_work, self._spawn)
         self._drives: dict[str, _Drive] = {}
         self._deferred: dict[str, tuple[Mapping[str, Any], asyncio.TimerHandle, float]] = {}
         """Runs another replica is preferred for: their latest view, when to look again, and
@@ -234,12 +237,15 @@ class Scheduler:
             return reason != Outcome.SUSPENDED.reason
         if reason == Outcome.DECISIONS_UNAUTHENTICATED.reason and unchanged:
             return False
+        if reason in QUOTA_WAITS and unchanged and self.quota_queue.holds(uid):
+            return False  # let go by the quota queue when a place frees
         # Shown as waiting on its Agent, and kept under it by ``_index``: woken by its change.
         return not (reason in AGENT_REASONS and unchanged and uid in self._agent_of)
 
     def _index(self, uid: str, body: Mapping[str, Any]) -> None:
-        """Keep who holds the run, and whether it waits on its Agent."""
+        """Keep who holds the run, and whether it waits on its Agent or its quota."""
         meta, status = body["metadata"], body.get("status") or {}
+        self.quota_queue.seen(body)
         holder = (status.get("lease") or {}).get("holder")
         was = self._held_by.get(uid)
         if was != holder:
@@ -291,6 +297,7 @@ class Scheduler:
         self._unpark(uid)
         self._not_held(uid)
         self._faulted.discard(uid)
+        self.quota_queue.gone(uid)
 
     def _not_held(self, uid: str) -> None:
         holder = self._held_by.pop(uid, None)
@@ -352,6 +359,7 @@ class Scheduler:
         (the run is woken by something other than its own watch event)."""
         if self._stopping or uid in self._drives:
             return
+        self.quota_queue.unpark(uid)
         meta = body["metadata"] if body is not None else {"namespace": namespace, "name": name}
         if not self._room():
             self.queue.put(uid, str(meta["namespace"]), str(meta["name"]), body)
@@ -389,6 +397,7 @@ class Scheduler:
             drive.worker = RunWorker(
                 self.context, drive.view, self._told_to_stop, self.log, drive.news
             )
+            drive.worker.queued_ahead = self.quota_queue.queued
             await drive.worker.work()
         except Faulted as fault:
             self._faulted.add(uid)
@@ -421,6 +430,19 @@ class Scheduler:
                 self._start(uid, view)
         self._next()
 
+    def _wake(self, uid: str, namespace: str, name: str) -> None:
+        self._start(uid, None, namespace, name)
+
+    def _at_work(self, namespace: str) -> set[str]:
+        return {uid for uid, drive in self._drives.items() if drive.namespace == namespace}
+
+    def _weight(self, namespace: str) -> int:
+        quota = self.context.quotas.known(namespace)
+        return 1 if quota is None else quota.spec.weight
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        return asyncio.create_task(work, name=name, context=self._copied())
+
     def _copied(self) -> contextvars.Context | None:
         return None if self._kopf_context is None else self._kopf_context.copy()
 
@@ -431,6 +453,7 @@ class Scheduler:
 
     def start(self) -> None:
         self._monitor = asyncio.create_task(self._watch_holders(), name="holders")
+        self.quota_queue.start()
 
     async def _watch_holders(self) -> None:
         """Every poll interval, ask whether each replica the watch shows holding runs still
@@ -465,6 +488,7 @@ class Scheduler:
         self._stopping = True
         if self._monitor is not None:
             self._monitor.cancel()
+        self.quota_queue.stop()
         for _, timer, _ in self._deferred.values():
             timer.cancel()
         self._deferred.clear()

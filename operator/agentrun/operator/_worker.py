@@ -28,6 +28,7 @@ from agentrun._frontier import Checkpoint
 from agentrun._leases import RunLease
 from agentrun._outcomes import SUCCEEDED, Outcome
 from agentrun.operator import _conditions as c
+from agentrun.operator._admission import QUOTA_REASONS, Place, Queued, take_place
 from agentrun.operator._agent_resolver import ResolvedAgent
 from agentrun.operator._answers import record_approvals, record_resolutions, waiting_on_people
 from agentrun.operator._claims import claim
@@ -37,6 +38,7 @@ from agentrun.operator._events import CLAIMED_ELSEWHERE, notice
 from agentrun.operator._finalizers import ensure_finalizer
 from agentrun.operator._forget import forget_run, forget_stored
 from agentrun.operator._kubeapi import Rejected
+from agentrun.operator._namespace_budget import NamespaceBudget
 from agentrun.operator._news import News
 from agentrun.operator._policies import checkpoint_policy, lease_policy
 from agentrun.operator._reporter import Logger, RunReporter
@@ -95,6 +97,11 @@ class RunWorker:
         self._decisions_asked_at: object = None
         """The run's generation when this worker last asked whether its decisions may be acted
         on (``_decisions_unauthenticated``)."""
+        self.queued_ahead: Callable[[str], int] = lambda _: 0
+        """How many runs of a namespace wait on its quota (the scheduler's ``QuotaQueue``)."""
+        self._on_quota = False
+        """The last attempt left the run waiting on its namespace's quota."""
+        """How many runs of a namespace wait on its quota (the scheduler's ``QuotaQueue``)."""
         self._returned: Mapping[str, Any] | None = None
         """The run as the API server last returned it to this worker, until an attempt uses it:
         fresher than the watch's view, so the attempt need not read it again."""
@@ -116,10 +123,11 @@ class RunWorker:
         return bool(self.body["metadata"].get("deletionTimestamp"))
 
     def _over(self) -> bool:
-        """Told to stop, the run gone, or finished as the watch shows it or as this replica's
+        """Told to stop, the run waiting on its quota, gone, or finished as the watch shows it or as this replica's
         last status write left it (the watch may not show that write yet)."""
         return (
             self.stopping()
+            or self._on_quota
             or self.news.gone
             or any(
                 c.is_terminal(status.get("conditions") or []) or is_parked(status)
@@ -303,6 +311,7 @@ class RunWorker:
         spec: AgentRunSpec,
         registered: RegisteredAgent,
         took_lease: Callable[[RunLease, bool], Awaitable[None]],
+        gate: NamespaceBudget | None,
     ) -> AgentRunner:
         config = self.context.config
 
@@ -318,12 +327,30 @@ class RunWorker:
             on_boundary=self.report.at_boundary,
             on_lease=took_lease,
             on_result=finished,
+            spend_gate=gate,
         )
 
     async def _attempt(
         self, spec: AgentRunSpec, resolved: ResolvedAgent, fresh: Mapping[str, Any]
     ) -> None:
+        # The namespace's quota as the watch shows it: its places are taken in the store.
+        quota = await self.context.quotas.get(self.namespace)
+        budget = quota.spec.budget if quota is not None else None
+        gate = (
+            NamespaceBudget(self.context.backend.quotas, self.namespace, quota, budget, self.run_id)
+            if quota is not None and budget is not None
+            else None
+        )
+        places: list[Place] = []
+
         async def took_lease(lease: RunLease, resumed: bool) -> None:
+            # Its place among the namespace's active runs first (``_admission``): a run with
+            # none gives the lease back having written nothing, and waits as Queued.
+            place = await take_place(
+                self.context.backend.quotas, self.namespace, quota, lease, starting=not resumed
+            )
+            if place is not None:
+                places.append(place)
             vet = None
             if not resumed:  # about to start from the input: unless the store lost the run
                 started = await refuse_fresh_start_if_lost(
@@ -345,7 +372,7 @@ class RunWorker:
         self.report.status.masker = self.context.backend.masker.with_secrets(
             resolved.registered.secrets
         )
-        runner = self._runner(spec, resolved.registered, took_lease)
+        runner = self._runner(spec, resolved.registered, took_lease, gate)
         agent = resolved.registered.definition
         budget = spec.budget.max_cost_micros if spec.budget else resolved.budget_micros
         backend = self.context.backend
@@ -392,12 +419,21 @@ class RunWorker:
             await self._after(error)
         else:
             self.backoff.reset()
+        finally:
+            for place in places:  # the attempt is over: the run holds no lease any more
+                await place.give_back()
 
     async def _after(self, error: AgentRunError) -> None:
         """Carry on after an attempt that ``error`` ended, as its outcome says."""
         outcome = error.outcome
         if isinstance(error, IndeterminateToolCallError):
             await self.report.indeterminate(error)
+            return
+        if outcome in QUOTA_REASONS:  # it waits on its quota: the scheduler lets it go
+            self._on_quota = True
+        if isinstance(error, Queued):  # said once: a run woken and queued again says nothing
+            place = self.queued_ahead(self.namespace) + 1
+            await self.report.show(outcome, f"{error}; it is number {place} in the queue", once=True)
             return
         await self.report.ended(outcome, str(error))
         if outcome is Outcome.HELD_ELSEWHERE:

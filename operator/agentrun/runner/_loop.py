@@ -58,6 +58,7 @@ from agentrun.runner._registry import RegisteredAgent
 from agentrun.runner._results import RunResult, RunStatus
 from agentrun.runner._state import Interrupted, Paused, RunState
 from agentrun.runner._tracing import STATUS, record_usage, run_span, tracer
+from agentrun.runner._spend_gate import SpendGate
 from agentrun.runner._turns import Turns
 from agentrun.stores._memory import MemoryLeaseStore
 
@@ -116,6 +117,9 @@ class AgentRunner:
         on_result: Hears how a run stopped, while its lease is still held.
         clock: What the lease's holder keeps its deadline on (default: the monotonic clock).
         spans: The tracer for the run's spans (default: the global tracer provider's).
+        spend_gate: What each model call is reserved against beyond the run's own budget (a
+            namespace's, shared with other runs: see ``_spend_gate``); None (the default): only
+            the run's own budget.
     """
 
     provider: Provider
@@ -132,6 +136,7 @@ class AgentRunner:
     on_result: ResultObserver | None = None
     clock: Clock = MONOTONIC
     spans: Tracer | None = None
+    spend_gate: SpendGate | None = None
     _turns: Turns = field(init=False, repr=False)
     _leases: LeaseStore = field(init=False, repr=False)
 
@@ -154,6 +159,7 @@ class AgentRunner:
             checkpoint_writer=checkpoint_writer,
             dispatcher=Dispatcher(self.idempotency, checkpoint_writer, self.spans),
             spans=self.spans,
+            gate=self.spend_gate,
         )
 
     @classmethod
@@ -165,6 +171,7 @@ class AgentRunner:
         lease_policy: LeasePolicy,
         holder: str,
         checkpoint_policy: CheckpointPolicy | None = None,
+        spend_gate: SpendGate | None = None,
         **observers: Unpack[Observers],
     ) -> AgentRunner:
         """A runner for ``registered`` over all five stores of ``backend``, the transcript out
@@ -177,6 +184,8 @@ class AgentRunner:
             holder: This worker's identity.
             checkpoint_policy: Where frontiers are written and how large they may be (default:
                 every boundary, 1 MiB).
+            spend_gate: A shared budget the runs' model calls are reserved against (see
+                ``AgentRunner``).
             **observers: ``on_boundary``, ``on_lease`` and ``on_result`` (see ``AgentRunner``).
 
         Returns:
@@ -201,6 +210,7 @@ class AgentRunner:
             prices=registered.prices,
             lease_policy=lease_policy,
             holder=holder,
+            spend_gate=spend_gate,
             **observers,
         )
 

@@ -2,8 +2,10 @@
 
 A turn writes the frontier ``after_model_call`` (the reply and the calls it asks for, none
 dispatched), dispatches each call, and writes ``after_tool_result`` (every result of the turn).
-Before every model call the lease and the budget are checked; after it, the spend is charged to
-the ledger, which (not the checkpoint) decides what the run may still spend. A resumed run first
+Before every model call the lease and the budget are checked, and a shared budget's gate, if the
+run has one, reserves the call's cost (``_spend_gate``); after it, the spend is charged to the
+ledger, which (not the checkpoint) decides what the run may still spend, and settled with the
+gate. A resumed run first
 carries out the calls its frontier left outstanding, as the resume plan decided them.
 """
 
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from opentelemetry.trace import Tracer
+from pydantic import JsonValue
 
 from agentrun._checkpointing import Checkpointer
 from agentrun._commits import Charge
@@ -24,8 +27,9 @@ from agentrun._resume import ResumePlan
 from agentrun.runner._checkpoint_writer import CheckpointWriter, charge_alone
 from agentrun.runner._dispatch import Dispatcher, pending_call
 from agentrun.runner._pricing import PriceTable
-from agentrun.runner._providers.base import Provider
+from agentrun.runner._providers.base import ModelReply, Provider
 from agentrun.runner._results import RunResult, RunStatus
+from agentrun.runner._spend_gate import SpendGate
 from agentrun.runner._state import RunState, finished, refuse_over_budget
 from agentrun.runner._tracing import model_span, record_usage
 
@@ -47,6 +51,8 @@ class Turns:
     checkpoint_writer: CheckpointWriter
     dispatcher: Dispatcher
     spans: Tracer
+    gate: SpendGate | None = None
+    """What each model call is reserved against beyond the run's own budget (``_spend_gate``)."""
 
     @property
     def checkpoints(self) -> Checkpointer:
@@ -83,18 +89,14 @@ class Turns:
                 return self._result(state, RunStatus.MAX_ITERATIONS)
             refuse_over_budget(state, at_most=True)
             state.ensure_held()
-            with model_span(
-                self.spans,
-                model=state.agent.model,
-                run_id=state.run_id,
-                tenant=state.tenant,
-                fence=state.fence,
-                iteration=state.iteration + 1,
-            ) as span:
-                reply = await self.provider.complete(
-                    model=state.agent.model, messages=tuple(state.messages), tools=tools
-                )
-                record_usage(span, reply.usage)
+            if self.gate is not None:
+                await self.gate.reserve()
+            try:
+                reply = await self._complete(state, tools)
+            except Exception:
+                if self.gate is not None:  # nothing to pay for: the reservation goes back
+                    await self.gate.settle(Usage(), 0)
+                raise
             calls = unique_call_ids(reply.tool_calls, state.call_ids, state.iteration)
             state.iteration += 1
             state.steps += 1
@@ -126,6 +128,21 @@ class Turns:
                     carry = continued(latest, tenant=state.tenant, agent_name=state.agent.name)
                     return self._result(state, RunStatus.CONTINUED, continuation=carry)
 
+    async def _complete(self, state: RunState, tools: list[dict[str, JsonValue]]) -> ModelReply:
+        with model_span(
+            self.spans,
+            model=state.agent.model,
+            run_id=state.run_id,
+            tenant=state.tenant,
+            fence=state.fence,
+            iteration=state.iteration + 1,
+        ) as span:
+            reply = await self.provider.complete(
+                model=state.agent.model, messages=tuple(state.messages), tools=tools
+            )
+            record_usage(span, reply.usage)
+        return reply
+
     def _continuation_due(self, state: RunState) -> bool:
         return (
             self.continuation is not None
@@ -140,6 +157,8 @@ class Turns:
         what the ledger will answer: only this worker charges the run under its fence."""
         state.usage = state.usage + usage
         cost = self.prices.cost(state.agent.model, usage)
+        if self.gate is not None:
+            await self.gate.settle(usage, cost)
         if self.ledger is None:
             state.cost_micros += cost
             return None
