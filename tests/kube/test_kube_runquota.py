@@ -4,18 +4,22 @@ Each refusal is asked of kube-apiserver and of ``parse_quota`` alike, from one t
 name the same field, so the CRD and the model cannot drift apart on a bound, a pattern or a CEL
 rule without a test failing. Beside it: the printer columns, which RunQuota of a namespace is
 honoured when it has several, who may write one (the chart's roles, asked through impersonation),
-and the Kubernetes ResourceQuota that bounds the number of AgentRun objects beside it.
+and the Kubernetes ResourceQuota that bounds the number of AgentRun objects beside it. The
+RunQuota, the ResourceQuota and the ``kubectl get`` output are the ones docs/kubernetes.md shows.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from tests.support.kube import Kube
+import yaml
+from tests.docs.samples import samples
+from tests.support.kube import REPO, Kube
 
 from agentrun._errors import ConfigurationError
 from agentrun.operator._quota_resource import (
@@ -31,13 +35,28 @@ from agentrun.operator._resource import API_VERSION, KIND
 
 Manifest = dict[str, Any]
 
-SPEC: Manifest = {
-    "maxActiveRuns": 5,
-    "budget": {"window": "24h", "maxCostMicros": 5_000_000, "maxTokens": 2_000_000},
-    "weight": 1,
-    "whenSpent": "Queue",
-}
-"""The quota docs/kubernetes.md shows."""
+DOCS = (REPO / "docs" / "kubernetes.md").read_text()
+SECTION = DOCS.split("## Quotas: the RunQuota resource\n", 1)[1].split("\n## ", 1)[0]
+SHOWN_QUOTA, SHOWN_COUNT = (
+    yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", SECTION, re.S)
+)
+SPEC: Manifest = SHOWN_QUOTA["spec"]
+(SHOWN_GET,) = [
+    sample
+    for sample in samples()
+    if sample.scenario == "checked-by" and "tests/kube/test_kube_runquota.py" in sample.arguments
+]
+
+
+def namespace_of_its_own(kube: Kube, suffix: str) -> Kube:
+    namespace = f"{kube.namespace}-{suffix}"
+    kube.kubectl("create", "namespace", namespace)
+    return Kube(kube.control_plane, namespace, kube.kubectl_bin)
+
+
+def as_shown(manifest: Manifest) -> Manifest:
+    """A manifest of the docs, for the test's namespace instead of team-a."""
+    return {**manifest, "metadata": {"name": manifest["metadata"]["name"]}}
 
 
 def quota(name: str, spec: Manifest) -> Manifest:
@@ -59,8 +78,11 @@ def test_crd_is_established_with_its_names(cluster: Kube) -> None:
     assert "categories" not in crd["status"]["acceptedNames"]
 
 
-def test_a_valid_quota_is_stored_with_its_defaults_and_read_by_the_model(kube: Kube) -> None:
-    create(kube, quota("team-a", SPEC))
+def test_the_quota_the_docs_show_is_stored_with_its_defaults_and_read_by_the_model(
+    kube: Kube,
+) -> None:
+    assert SHOWN_QUOTA["kind"] == QUOTA_KIND
+    create(kube, as_shown(SHOWN_QUOTA))
     create(kube, quota("defaults", {"budget": {"maxTokens": 10}}))
     stored = json.loads(kube.kubectl("get", "runquota", "defaults", "-o", "json").stdout)
     assert stored["spec"] == {
@@ -154,8 +176,9 @@ def test_the_cel_rules_say_what_to_set(kube: Kube) -> None:
     assert "a budget sets maxCostMicros, maxTokens or both" in error
 
 
-def test_printer_columns_show_active_spent_queued_and_weight(kube: Kube) -> None:
-    create(kube, quota("columns", {**SPEC, "weight": 3}))
+def test_printer_columns_show_what_the_docs_show(kube: Kube) -> None:
+    there = namespace_of_its_own(kube, "shown")
+    create(there, as_shown(SHOWN_QUOTA))
     status = RunQuotaStatus.model_validate(
         {
             "observedGeneration": 1,
@@ -178,23 +201,25 @@ def test_printer_columns_show_active_spent_queued_and_weight(kube: Kube) -> None
         }
     )
     body = {"status": status.model_dump(mode="json", by_alias=True, exclude_none=True)}
-    kube.kubectl(
-        "patch", "runquota", "columns", "--subresource=status", "--type=merge",
+    there.kubectl(
+        "patch", "runquota", "team-a", "--subresource=status", "--type=merge",
         "-p", json.dumps(body),
     )  # fmt: skip
-    stored = json.loads(kube.kubectl("get", "runquota", "columns", "-o", "json").stdout)
+    stored = json.loads(there.kubectl("get", "runquota", "team-a", "-o", "json").stdout)
     assert RunQuotaStatus.model_validate(stored["status"]) == status
-    header, row = kube.kubectl("get", "runquota", "columns").stdout.splitlines()
-    assert header.split() == ["NAME", "ACTIVE", "SPENT", "QUEUED", "WEIGHT", "AGE"]
-    assert row.split()[:5] == ["columns", "3/5", "0.12/5.00", "7", "3"]
+    (step,) = SHOWN_GET.steps
+    assert step.command == "kubectl -n team-a get runquotas"
+    header, *rows = there.kubectl("get", "runquotas").stdout.splitlines()
+    shown_header, *shown_rows = step.expected
+    assert header.split() == shown_header.split()
+    # every column but the age, which the docs show as days
+    assert [row.split()[:-1] for row in rows] == [row.split()[:-1] for row in shown_rows]
 
 
 def test_the_oldest_quota_of_a_namespace_is_the_effective_one(kube: Kube) -> None:
     """Created a second apart (creationTimestamp counts seconds), the older one named so that
     the name alone would choose the other."""
-    namespace = f"{kube.namespace}-two"
-    kube.kubectl("create", "namespace", namespace)
-    there = Kube(kube.control_plane, namespace, kube.kubectl_bin)
+    there = namespace_of_its_own(kube, "two")
     assert effective_quota([]) is None
     create(there, quota("z-first", {"maxActiveRuns": 2}))
     time.sleep(1.1)
@@ -243,36 +268,40 @@ def test_editors_of_a_namespace_cannot_write_its_quota_and_quota_managers_can(ku
     manager.kubectl("delete", "runquota", "by-manager")
 
 
+COUNTED = "count/agentruns.agentrun.dev"
+
+
 def agentrun(name: str) -> Manifest:
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name},
             "spec": {"agent": "booking"}}  # fmt: skip
 
 
 def test_a_resource_quota_on_count_agentruns_bounds_the_runs_of_a_namespace(kube: Kube) -> None:
-    """Kubernetes' own object-count quota, beside a RunQuota: the API server's ResourceQuota
-    admission refuses the AgentRun past the count and keeps the count itself.
+    """Kubernetes' own object count, as the docs show it beside a RunQuota: the API server's
+    ResourceQuota admission counts every AgentRun created and refuses the one past the count.
 
     What this control plane lacks is kube-controller-manager, whose quota controller writes a
     new ResourceQuota's first ``status`` (its hard limits and what the namespace already holds);
     until that status exists the admission ignores the quota. The test writes that first status
     as the controller would for a namespace with no AgentRun: everything after it, the counting
     and the refusal, is the API server's."""
-    namespace = f"{kube.namespace}-count"
-    kube.kubectl("create", "namespace", namespace)
-    there = Kube(kube.control_plane, namespace, kube.kubectl_bin)
-    there.kubectl("create", "quota", "runs", "--hard=count/agentruns.agentrun.dev=2")
-    first_status = {"hard": {"count/agentruns.agentrun.dev": "2"},
-                    "used": {"count/agentruns.agentrun.dev": "0"}}  # fmt: skip
+    there = namespace_of_its_own(kube, "count")
+    create(there, as_shown(SHOWN_COUNT))
+    name, hard = SHOWN_COUNT["metadata"]["name"], SHOWN_COUNT["spec"]["hard"]
+    (limit,) = (int(count) for resource, count in hard.items() if resource == COUNTED)
+    first_status = {"hard": hard, "used": {COUNTED: "0"}}
     there.kubectl(
-        "patch", "resourcequota", "runs", "--subresource=status", "--type=merge",
+        "patch", "resourcequota", name, "--subresource=status", "--type=merge",
         "-p", json.dumps({"status": first_status}),
     )  # fmt: skip
-    assert "created" in create(there, agentrun("first"))
-    assert "created" in create(there, agentrun("second"))
-    error = create(there, agentrun("third"), check=False)
-    assert 'agentruns.agentrun.dev "third" is forbidden: exceeded quota: runs' in error, error
-    assert "limited: count/agentruns.agentrun.dev=2" in error
-    used = there.kubectl("get", "resourcequota", "runs", "-o", "jsonpath={.status.used}").stdout
-    assert json.loads(used) == {"count/agentruns.agentrun.dev": "2"}
-    # Other namespaces are not counted against it.
-    assert "created" in create(kube, agentrun("elsewhere"))
+    runs = {"apiVersion": "v1", "kind": "List",
+            "items": [agentrun(f"run-{index}") for index in range(limit)]}  # fmt: skip
+    assert create(there, runs).count("created") == limit
+    error = create(there, agentrun("one-more"), check=False)
+    shown = " ".join(
+        SECTION.split("`kubectl create` is refused with `", 1)[1].split("`")[0].split()
+    )
+    assert f'agentruns.agentrun.dev "one-more" is forbidden: {shown}' in error, error
+    used = there.kubectl("get", "resourcequota", name, "-o", "jsonpath={.status.used}").stdout
+    assert json.loads(used) == {COUNTED: str(limit)}
+    assert "created" in create(kube, agentrun("elsewhere")), "another namespace is not counted"
