@@ -45,8 +45,12 @@ def undescribed(node: dict[str, Any], path: str) -> list[str]:
     return missing
 
 
-def test_there_are_two_crds() -> None:
-    assert [crd.name for crd in CRDS] == ["agentruns.agentrun.dev.yaml", "agents.agentrun.dev.yaml"]
+def test_there_are_three_crds() -> None:
+    assert [crd.name for crd in CRDS] == [
+        "agentruns.agentrun.dev.yaml",
+        "agents.agentrun.dev.yaml",
+        "runquotas.agentrun.dev.yaml",
+    ]
 
 
 @pytest.mark.parametrize("crd", CRDS, ids=lambda path: path.name)

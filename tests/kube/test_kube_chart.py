@@ -73,7 +73,11 @@ def operator_env(kube: Kube, helm: str, kube_version: str, *values: str) -> dict
 
 def test_chart_carries_the_canonical_crds_byte_for_byte() -> None:
     canonical = sorted(p.name for p in (REPO / "crds").iterdir())
-    assert canonical == ["agentruns.agentrun.dev.yaml", "agents.agentrun.dev.yaml"]
+    assert canonical == [
+        "agentruns.agentrun.dev.yaml",
+        "agents.agentrun.dev.yaml",
+        "runquotas.agentrun.dev.yaml",
+    ]
     assert sorted(p.name for p in (CHART / "files").iterdir()) == canonical
     for name in canonical:
         assert (CHART / "files" / name).read_bytes() == (REPO / "crds" / name).read_bytes()
@@ -95,6 +99,7 @@ USER_ROLES = (
     "agentrun-edit",
     "agentrun-approve",
     "agentrun-agent-author",
+    "agentrun-quota-manager",
     "agentrun-metrics-reader",
 )
 SECOND_RELEASE = (
@@ -185,6 +190,7 @@ def test_access_control_is_on_by_default_and_off_for_a_second_release(
         "ClusterRole/agentrun-approve",
         "ClusterRole/agentrun-edit",
         "ClusterRole/agentrun-metrics-reader",
+        "ClusterRole/agentrun-quota-manager",
         "ClusterRole/agentrun-view",
         "ValidatingAdmissionPolicy/agentrun-agent-secrets",
         "ValidatingAdmissionPolicy/agentrun-decisions",
@@ -452,9 +458,19 @@ def test_values_schema_closes_every_object() -> None:
     assert set(values) == set(schema["properties"])
 
 
-def can_i(kube: Kube, service_account: str, verb: str, resource: str, namespace: str) -> bool:
+def can_i(
+    kube: Kube,
+    service_account: str,
+    verb: str,
+    resource: str,
+    namespace: str,
+    subresource: str = "",
+) -> bool:
+    """``resource`` may be ``RESOURCE/NAME``, one object; a subresource is asked by its own
+    argument (``RESOURCE/status`` would be the object named status)."""
     result = kube.kubectl(
         "auth", "can-i", verb, resource, f"--namespace={namespace}",
+        *([f"--subresource={subresource}"] if subresource else []),
         f"--as=system:serviceaccount:{kube.namespace}:{service_account}", check=False,
     )  # fmt: skip
     return result.stdout.strip() == "yes"
@@ -504,18 +520,21 @@ def test_helm_install_creates_the_objects_with_least_privilege(
         ("patch", "agentruns.agentrun.dev/status"),
         ("watch", "agents.agentrun.dev"),
         ("patch", "agents.agentrun.dev/status"),
+        ("watch", "runquotas.agentrun.dev"),
         ("get", "secrets"),  # a declared agent's key, read by name at each request
         ("create", "events"),
         ("get", "namespaces"),
         ("watch", "customresourcedefinitions.apiextensions.k8s.io"),
     ]:
         assert can_i(kube, sa, verb, resource, other_namespace), (verb, resource)
+    assert can_i(kube, sa, "patch", "runquotas.agentrun.dev", other_namespace, "status")
     for verb, resource in [
         ("delete", "agentruns.agentrun.dev"),
         ("create", "agentruns.agentrun.dev"),
         ("update", "agentruns.agentrun.dev"),
         ("update", "agentruns.agentrun.dev/finalizers"),
         ("create", "agents.agentrun.dev"),
+        ("patch", "runquotas.agentrun.dev"),  # a quota is set on a namespace, never by the operator
         ("list", "secrets"),  # Secrets by name only: the operator cannot enumerate them
         ("watch", "secrets"),
         ("create", "pods"),

@@ -1,4 +1,4 @@
-"""The pydantic models of AgentRun and the CRD's schema say the same thing.
+"""The pydantic models of AgentRun and RunQuota and their CRDs' schemas say the same thing.
 
 The operator reads and writes through the models while the API server enforces the CRD; a field
 present in one and not the other, or a bound that differs, is a status patch the server refuses
@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from tests.support.kube import REPO
 
+from agentrun.operator._quota_resource import QUOTA_KIND, QUOTA_PLURAL, RunQuotaSpec, RunQuotaStatus
 from agentrun.operator._resource import (
     GROUP,
     KIND,
@@ -43,8 +44,8 @@ COMPARED = (
 )
 
 
-def crd() -> Schema:
-    loaded: Schema = yaml.safe_load((REPO / "crds" / "agentruns.agentrun.dev.yaml").read_text())
+def crd(plural: str = PLURAL) -> Schema:
+    loaded: Schema = yaml.safe_load((REPO / "crds" / f"{plural}.{GROUP}.yaml").read_text())
     return loaded
 
 
@@ -84,14 +85,22 @@ def model_schema(model: type[BaseModel]) -> Schema:
     return reduce_model(schema, schema.get("$defs", {}))
 
 
-def crd_schema(part: str) -> Schema:
-    (version,) = crd()["spec"]["versions"]
+def crd_schema(part: str, plural: str = PLURAL) -> Schema:
+    (version,) = crd(plural)["spec"]["versions"]
     return reduce_crd(version["schema"]["openAPIV3Schema"]["properties"][part])
 
 
-@pytest.mark.parametrize(("part", "model"), [("spec", AgentRunSpec), ("status", AgentRunStatus)])
-def test_model_and_crd_schema_agree(part: str, model: type[BaseModel]) -> None:
-    from_crd, from_model = crd_schema(part), model_schema(model)
+@pytest.mark.parametrize(
+    ("plural", "part", "model"),
+    [
+        (PLURAL, "spec", AgentRunSpec),
+        (PLURAL, "status", AgentRunStatus),
+        (QUOTA_PLURAL, "spec", RunQuotaSpec),
+        (QUOTA_PLURAL, "status", RunQuotaStatus),
+    ],
+)
+def test_model_and_crd_schema_agree(plural: str, part: str, model: type[BaseModel]) -> None:
+    from_crd, from_model = crd_schema(part, plural), model_schema(model)
     assert sorted(from_crd["properties"]) == sorted(from_model["properties"])
     assert from_crd == from_model
 
@@ -110,10 +119,11 @@ def test_comparison_sees_nested_bounds_and_enums() -> None:
     }
 
 
-def test_names_match_the_crd() -> None:
-    definition = crd()
-    assert definition["metadata"]["name"] == f"{PLURAL}.{GROUP}"
-    assert definition["spec"]["names"]["kind"] == KIND
+@pytest.mark.parametrize(("plural", "kind"), [(PLURAL, KIND), (QUOTA_PLURAL, QUOTA_KIND)])
+def test_names_match_the_crd(plural: str, kind: str) -> None:
+    definition = crd(plural)
+    assert definition["metadata"]["name"] == f"{plural}.{GROUP}"
+    assert definition["spec"]["names"]["kind"] == kind
     assert [v["name"] for v in definition["spec"]["versions"]] == [VERSION]
 
 

@@ -6,7 +6,8 @@ server says everything that person may do there (a SelfSubjectRulesReview create
 what ``kubectl auth can-i --list`` prints as a table): the agentrun.dev resources and Secrets in
 that list must be the role's promise, nothing more. Writing an Agent is its own
 grant, apart from starting runs: an Agent decides where the operator connects and which of the
-namespace's Secrets it sends there.
+namespace's Secrets it sends there. So is writing a RunQuota, in no built-in role at all: it is the
+limit set on a namespace from outside it, which its own people (admins included) cannot raise.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from tests.support.kube import Kube
 
 READ = frozenset({"get", "list", "watch"})
 WRITE = frozenset({"create", "update", "patch", "delete", "deletecollection"})
-WATCHED = ("agentruns", "agentruns/status", "agents", "agents/status", "secrets")
+WATCHED = (
+    "agentruns",
+    "agentruns/status",
+    "agents",
+    "agents/status",
+    "runquotas",
+    "runquotas/status",
+    "secrets",
+)
 """The resources whose grants the list is held to (the rest is discovery every user has)."""
 
 Grants = set[tuple[str, str]]
@@ -32,11 +41,15 @@ PROMISED: dict[str, Grants] = {
     "agentrun-view": _grants("agentruns", READ)
     | _grants("agentruns/status", READ)
     | _grants("agents", READ)
-    | _grants("agents/status", READ),
+    | _grants("agents/status", READ)
+    | _grants("runquotas", READ)
+    | _grants("runquotas/status", READ),
     "agentrun-edit": _grants("agentruns", READ | WRITE) | _grants("agentruns/status", READ),
     "agentrun-approve": _grants("agentruns", READ | {"patch", "approve", "resolve"})
     | _grants("agentruns/status", READ),
     "agentrun-agent-author": _grants("agents", READ | WRITE) | _grants("agents/status", READ),
+    "agentrun-quota-manager": _grants("runquotas", READ | WRITE)
+    | _grants("runquotas/status", READ),
     "agentrun-metrics-reader": set(),
 }
 AGGREGATED = {
@@ -44,6 +57,7 @@ AGGREGATED = {
     "agentrun-edit": ["admin", "edit"],
     "agentrun-approve": ["admin"],
     "agentrun-agent-author": ["admin"],
+    "agentrun-quota-manager": [],
     "agentrun-metrics-reader": [],
 }
 

@@ -24,6 +24,7 @@ from tests.support.kube import (
 CHART = REPO / "charts" / "agentrun-operator"
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
 AGENT_CRD = REPO / "crds" / "agents.agentrun.dev.yaml"
+QUOTA_CRD = REPO / "crds" / "runquotas.agentrun.dev.yaml"
 ACCESS_CONTROL = (
     "templates/decision-policy.yaml",
     "templates/agent-secrets-policy.yaml",
@@ -59,13 +60,16 @@ def service_account_kubeconfig(kube: Kube, service_account: str) -> Path:
 def install_cluster_objects(kube: Kube) -> None:
     """What the chart installs cluster-wide: the CRDs (Established), the decision policy and the
     user roles, as ``helm template`` renders them."""
-    kube.kubectl("apply", "--server-side", "-f", str(CRD), "-f", str(AGENT_CRD))
+    kube.kubectl(
+        "apply", "--server-side", "-f", str(CRD), "-f", str(AGENT_CRD), "-f", str(QUOTA_CRD)
+    )
     kube.kubectl(
         "wait",
         "--for=condition=Established",
         "--timeout=60s",
         "crd/agentruns.agentrun.dev",
         "crd/agents.agentrun.dev",
+        "crd/runquotas.agentrun.dev",
     )
     only = [arg for template in ACCESS_CONTROL for arg in ("--show-only", template)]
     rendered = kube.helm(helm_binary(), "template", "agentrun", str(CHART), *only).stdout

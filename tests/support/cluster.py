@@ -263,7 +263,7 @@ class OperatorRelease:
         self.kube.kubectl("delete", "pv", self.redis_volume, "--ignore-not-found", "--wait=false")
 
 
-CRDS = ("agentruns.agentrun.dev", "agents.agentrun.dev")
+CRDS = ("agentruns.agentrun.dev", "agents.agentrun.dev", "runquotas.agentrun.dev")
 CLUSTER_WIDE_OFF: dict[str, Any] = {"crds": {"enabled": False}}
 """What every e2e release sets unless its test says otherwise: the CRD is the session's (applied
 once, ``apply_crd``), not any release's, so that a release's uninstall keeping it (``crds.keep``)

@@ -74,7 +74,7 @@ value that creates it: Helm's own refusal names no value to change. lookup answe
 {{- define "agentrun-operator.checkClusterObjects" -}}
 {{- $wanted := list }}
 {{- if .Values.crds.enabled }}
-{{- range list "agentruns.agentrun.dev" "agents.agentrun.dev" }}
+{{- range list "agentruns.agentrun.dev" "agents.agentrun.dev" "runquotas.agentrun.dev" }}
 {{- $wanted = append $wanted (list "crds.enabled" "apiextensions.k8s.io/v1" "CustomResourceDefinition" .) }}
 {{- end }}
 {{- end }}

@@ -32,7 +32,7 @@ from agentrun.operator._agent_book import AgentBook
 from agentrun.operator._agent_resource import AgentResourceSpec
 from agentrun.operator._kube_secrets import DEFAULT_MAX_AGE, KubeSecrets, SecretCache
 from agentrun.operator._kubeapi import KubeApi
-from agentrun.operator._nesting import MAX_DEPTH, cut_fields, shortened
+from agentrun.operator._nesting import MAX_DEPTH, cut_fields, field_errors, shortened
 from agentrun.runner._connections import Connections
 from agentrun.runner._declared import DeclaredAgent
 from agentrun.runner._mcp_tools import ToolServerUnavailableError
@@ -67,13 +67,6 @@ class AgentNotReadyError(ConfigurationError):
         )
 
 
-def _shown(part: str | int) -> str:
-    """A part of a field's path as a message shows it: a key holding a control character or a
-    bidirectional override (which could make a message read other than it is) escaped."""
-    text = str(part)
-    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
-
-
 def agent_spec(namespace: str, name: str, spec: Mapping[str, Any]) -> AgentResourceSpec:
     """The Agent's spec as the kit reads it; ``AgentNotReadyError`` names the fields that do not
     fit (the CRD refuses most of them; what only the kit checks is said here), and those nested
@@ -87,11 +80,7 @@ def agent_spec(namespace: str, name: str, spec: Mapping[str, Any]) -> AgentResou
     try:
         return AgentResourceSpec.model_validate(dict(spec))
     except ValidationError as error:
-        wrong = "; ".join(
-            f"spec.{'.'.join(_shown(part) for part in each['loc'])}: {each['msg']}"
-            for each in error.errors()
-        )
-        raise AgentNotReadyError(namespace, name, wrong) from None
+        raise AgentNotReadyError(namespace, name, field_errors(error, "spec")) from None
 
 
 @dataclass(frozen=True)

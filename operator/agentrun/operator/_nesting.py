@@ -10,7 +10,8 @@ and every replica after it, for as long as the object exists.
 So every body the operator reads from the API server is decoded here: a list or object deeper
 than ``MAX_DEPTH`` (counted from the top of the body) is replaced by the string ``TOO_DEEP``, and
 the rest of the body, every other object of a list included, is read as it is. Whoever reads an
-object then finds the cut fields with ``cut_fields`` and reports them on that object.
+object then finds the cut fields with ``cut_fields`` and reports them on that object, and names
+the fields a model refuses with ``field_errors``: one way to name a field of an object.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import json
 import re
 from itertools import accumulate
 from typing import Any
+
+from pydantic import ValidationError
 
 MAX_DEPTH = 100
 """Levels of lists and objects kept, counted from the top of a body: a list and a watch event
@@ -100,3 +103,20 @@ def cut_fields(value: Any, where: str) -> list[str]:
 def shortened(path: str, most: int = 120) -> str:
     """``path`` as a message shows it: a path to a cut field repeats a key for every level."""
     return path if len(path) <= most else path[: most - 1] + "…"
+
+
+def _shown(part: str | int) -> str:
+    """A part of a field's path as a message shows it: a key holding a control character or a
+    bidirectional override (which could make a message read other than it is) escaped."""
+    text = str(part)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def field_errors(error: ValidationError, where: str) -> str:
+    """What a model refused in an object read from the API server, each field named by its path
+        under ``where`` as kubectl would name it (``spec.budget.window: ...``; a rule about a whole
+    object names that object)."""
+    return "; ".join(
+        f"{'.'.join(_shown(part) for part in (where, *each['loc']))}: {each['msg']}"
+        for each in error.errors()
+    )
