@@ -21,7 +21,6 @@ from agentrun._decisions import ApprovalDecision, decide, resolve
 from agentrun._errors import (
     AgentRunError,
     BudgetExceededError,
-    QuotaSpentError,
     CheckpointEncodingError,
     CheckpointFormatError,
     CheckpointTooLargeError,
@@ -29,6 +28,7 @@ from agentrun._errors import (
     HistoryUnavailableError,
     IndeterminateToolCallError,
     NothingCheckpointedError,
+    QuotaSpentError,
     ResumeConflictError,
     RevisionMismatchError,
     RunLeaseError,

@@ -226,10 +226,10 @@ def test_the_oldest_quota_of_a_namespace_is_the_effective_one(kube: Kube) -> Non
     create(there, quota("a-second", {"maxActiveRuns": 50}))
     listed = json.loads(there.kubectl("get", "runquotas", "-o", "json").stdout)["items"]
     assert [q["metadata"]["name"] for q in listed] == ["a-second", "z-first"]
-    assert effective_quota(listed) == RunQuotaSpec(max_active_runs=2)
+    assert effective_quota(listed) == ("z-first", RunQuotaSpec(max_active_runs=2))
     there.kubectl("delete", "runquota", "z-first")
     listed = json.loads(there.kubectl("get", "runquotas", "-o", "json").stdout)["items"]
-    assert effective_quota(listed) == RunQuotaSpec(max_active_runs=50)
+    assert effective_quota(listed) == ("a-second", RunQuotaSpec(max_active_runs=50))
 
 
 def test_the_honoured_quota_is_not_replaced_when_it_does_not_parse() -> None:

@@ -1,6 +1,7 @@
 """What every handler of one operator process shares: config, stores, API, metrics, agents
 (those in the image, and the resolver that also finds Agent resources), the replicas the watch
-shows and whether they still beat, the namespaces' RunQuotas, and what the API server says of people's decisions."""
+shows and whether they still beat, the namespaces' RunQuotas, and what the API server says of
+people's decisions."""
 
 from __future__ import annotations
 

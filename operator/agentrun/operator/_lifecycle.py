@@ -28,12 +28,12 @@ from agentrun.operator._context import OperatorContext
 from agentrun.operator._decision_authentication import DecisionAuthentication
 from agentrun.operator._forget import Forgetting
 from agentrun.operator._heartbeat import Heartbeat
-from agentrun.operator._quota_book import QuotaBook
 from agentrun.operator._kubeapi import KubeApi
 from agentrun.operator._metrics import Metrics
 from agentrun.operator._metrics_server import serve as serve_metrics
 from agentrun.operator._metrics_tls import server_context
 from agentrun.operator._peers import Peers
+from agentrun.operator._quota_book import QuotaBook
 from agentrun.operator._scheduler import Scheduler
 from agentrun.operator._scrape_reviews import ScrapeReviews
 from agentrun.runner._connections import Connections

@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import UTC, datetime
 from collections.abc import Callable, Coroutine, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from agentrun._errors import StaleFenceError
@@ -36,7 +36,13 @@ from agentrun.operator._admission import QUOTA_REASONS, TENANT, allowance, exhau
 from agentrun.operator._conditions import find
 from agentrun.operator._context import OperatorContext
 from agentrun.operator._events import notice
-from agentrun.operator._quota_resource import Budget, NamedQuota, WhenSpent, window_start
+from agentrun.operator._quota_resource import (
+    NamedQuota,
+    WhenSpent,
+    active_summary,
+    spent_summary,
+    window_start,
+)
 
 SWEEP = 10.0
 """Seconds between looks at a namespace with queued runs when nothing else calls for one."""
@@ -255,7 +261,7 @@ class QuotaQueue:
         wanted: dict[str, object] = {
             "active": active,
             "queued": queued,
-            "activeSummary": f"{active}/{'-' if limit is None else limit}",
+            "activeSummary": active_summary(active, quota.spec),
             "observedGeneration": body["metadata"].get("generation"),
         }
         budget = quota.spec.budget
@@ -263,7 +269,9 @@ class QuotaQueue:
             wanted |= {
                 "spentMicros": spending.spent.micros,
                 "spentTokens": spending.spent.tokens,
-                "spentSummary": spent_summary(spending, budget),
+                "spentSummary": spent_summary(
+                    spending.spent.micros, spending.spent.tokens, quota.spec
+                ),
                 "windowStart": window_start(datetime.now(UTC), budget.window).isoformat(),
             }
         if all(shown.get(key) == value for key, value in wanted.items()):
@@ -277,12 +285,3 @@ class QuotaQueue:
                 f"{active} runs are active of the {'-' if limit is None else limit} allowed: "
                 f"{queued} wait",
             )
-
-
-def spent_summary(spending: Spending, budget: Budget) -> str:
-    """What ``kubectl get runquotas`` shows as spent: cost in currency units of the budget's,
-    or tokens where only tokens are limited."""
-    if budget.max_cost_micros is None and budget.max_tokens is not None:
-        return f"{spending.spent.tokens}/{budget.max_tokens} tokens"
-    limit = "-" if budget.max_cost_micros is None else f"{budget.max_cost_micros / 1e6:.2f}"
-    return f"{spending.spent.micros / 1e6:.2f}/{limit}"

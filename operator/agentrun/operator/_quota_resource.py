@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, NamedTuple, Self
 
 from pydantic import (
     AfterValidator,
@@ -161,16 +161,26 @@ def honoured(quotas: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     )
 
 
-def effective_quota(quotas: Iterable[Mapping[str, Any]]) -> RunQuotaSpec | None:
-    """The limits of a namespace whose RunQuotas are ``quotas``: the honoured one's spec, or
-    ``None`` when the namespace has none (its runs are limited by the operator's capacity only).
+class NamedQuota(NamedTuple):
+    """The quota a namespace's runs are held to: its name (for messages and its status) and
+    spec."""
+
+    name: str
+    spec: RunQuotaSpec
+
+
+def effective_quota(quotas: Iterable[Mapping[str, Any]]) -> NamedQuota | None:
+    """The limits of a namespace whose RunQuotas are ``quotas``: the honoured one, or ``None``
+    when the namespace has none (its runs are limited by the operator's capacity only).
 
     Raises:
         ConfigurationError: the honoured quota does not parse (``parse_quota``); a newer one is
             not read in its place, which would let a namespace escape its limits.
     """
     chosen = honoured(quotas)
-    return None if chosen is None else parse_quota(chosen)
+    if chosen is None:
+        return None
+    return NamedQuota(str((chosen.get("metadata") or {}).get("name")), parse_quota(chosen))
 
 
 def window_start(now: datetime, window: timedelta) -> datetime:

@@ -123,8 +123,8 @@ class RunWorker:
         return bool(self.body["metadata"].get("deletionTimestamp"))
 
     def _over(self) -> bool:
-        """Told to stop, the run waiting on its quota, gone, or finished as the watch shows it or as this replica's
-        last status write left it (the watch may not show that write yet)."""
+        """Told to stop, the run waiting on its quota, gone, or finished as the watch shows it or
+        as this replica's last status write left it (the watch may not show that write yet)."""
         return (
             self.stopping()
             or self._on_quota
@@ -335,10 +335,10 @@ class RunWorker:
     ) -> None:
         # The namespace's quota as the watch shows it: its places are taken in the store.
         quota = await self.context.quotas.get(self.namespace)
-        budget = quota.spec.budget if quota is not None else None
+        shared = quota.spec.budget if quota is not None else None
         gate = (
-            NamespaceBudget(self.context.backend.quotas, self.namespace, quota, budget, self.run_id)
-            if quota is not None and budget is not None
+            NamespaceBudget(self.context.backend.quotas, self.namespace, quota, shared, self.run_id)
+            if quota is not None and shared is not None
             else None
         )
         places: list[Place] = []
@@ -433,7 +433,9 @@ class RunWorker:
             self._on_quota = True
         if isinstance(error, Queued):  # said once: a run woken and queued again says nothing
             place = self.queued_ahead(self.namespace) + 1
-            await self.report.show(outcome, f"{error}; it is number {place} in the queue", once=True)
+            await self.report.show(
+                outcome, f"{error}; it is number {place} in the queue", once=True
+            )
             return
         await self.report.ended(outcome, str(error))
         if outcome is Outcome.HELD_ELSEWHERE:

@@ -56,9 +56,9 @@ from agentrun.runner._pricing import DEFAULT_PRICES, PriceTable
 from agentrun.runner._providers.base import Provider
 from agentrun.runner._registry import RegisteredAgent
 from agentrun.runner._results import RunResult, RunStatus
+from agentrun.runner._spend_gate import SpendGate
 from agentrun.runner._state import Interrupted, Paused, RunState
 from agentrun.runner._tracing import STATUS, record_usage, run_span, tracer
-from agentrun.runner._spend_gate import SpendGate
 from agentrun.runner._turns import Turns
 from agentrun.stores._memory import MemoryLeaseStore
 
