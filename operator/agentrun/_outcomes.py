@@ -227,8 +227,9 @@ class Outcome(StrEnum):
         _facts(
             Exit.CARRIED_ON,
             ("Unknown", "Queued"),
-            "its namespace's RunQuota has as many runs active as it allows: the run holds no "
-            "lease and calls nothing, and starts, in the order it was queued, when one stops",
+            "its namespace's RunQuota has no room for it (as many runs active as it allows, or "
+            "the window's budget spent before it started): the run holds no lease and calls "
+            "nothing, and starts, in the order it was queued, when there is room",
             event=Event("Queued", warning=False),
         ),
     )

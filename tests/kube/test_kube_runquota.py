@@ -189,15 +189,6 @@ def test_printer_columns_show_what_the_docs_show(kube: Kube) -> None:
             "activeSummary": "3/5",
             "spentSummary": "0.12/5.00",
             "windowStart": "2026-12-02T00:00:00Z",
-            "conditions": [
-                {
-                    "type": "Queuing",
-                    "status": "True",
-                    "reason": "MaxActiveRuns",
-                    "message": "7 runs wait for one of the 5 active to end",
-                    "lastTransitionTime": "2026-12-02T10:00:00Z",
-                }
-            ],
         }
     )
     body = {"status": status.model_dump(mode="json", by_alias=True, exclude_none=True)}

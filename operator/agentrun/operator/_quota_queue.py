@@ -272,7 +272,9 @@ class QuotaQueue:
                 "spentSummary": spent_summary(
                     spending.spent.micros, spending.spent.tokens, quota.spec
                 ),
-                "windowStart": window_start(datetime.now(UTC), budget.window).isoformat(),
+                "windowStart": window_start(datetime.now(UTC), budget.window).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                ),
             }
         if all(shown.get(key) == value for key, value in wanted.items()):
             return

@@ -37,7 +37,7 @@ from pydantic import (
 
 from agentrun._errors import ConfigurationError
 from agentrun.operator._nesting import field_errors
-from agentrun.operator._resource import Condition, Count, ResourceModel
+from agentrun.operator._resource import Count, ResourceModel
 
 QUOTA_KIND = "RunQuota"
 QUOTA_PLURAL = "runquotas"
@@ -127,7 +127,6 @@ class RunQuotaStatus(ResourceModel):
     active_summary: Annotated[str, Field(max_length=64)] | None = None
     spent_summary: Annotated[str, Field(max_length=64)] | None = None
     window_start: datetime | None = None
-    conditions: Annotated[list[Condition], Field(max_length=8)] | None = None
 
 
 def _named(body: Mapping[str, Any]) -> str:
