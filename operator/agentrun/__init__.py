@@ -54,6 +54,7 @@ from agentrun._identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
 from agentrun._leases import Leaseholder, LeasePolicy, LeaseStore, RunLease
 from agentrun._ledger import Ledger
 from agentrun._messages import BinaryPart, Message, TextPart, ToolCall, Usage
+from agentrun._quotas import Allowance, QuotaStore, Spend, Spending
 from agentrun._redaction import Masker, MaskingFilter, Redactor
 from agentrun._resume import (
     CallDecision,
@@ -86,6 +87,7 @@ from agentrun.stores._memory import (
     MemoryIdempotencyStore,
     MemoryLeaseStore,
     MemoryLedger,
+    MemoryQuotaStore,
 )
 
 __all__ = [
@@ -96,6 +98,7 @@ __all__ = [
     "AgentDefinition",
     "AgentRunError",
     "AgentRunner",
+    "Allowance",
     "ApprovalDecision",
     "Backend",
     "BinaryPart",
@@ -133,6 +136,7 @@ __all__ = [
     "MemoryIdempotencyStore",
     "MemoryLeaseStore",
     "MemoryLedger",
+    "MemoryQuotaStore",
     "Message",
     "ModelReply",
     "NothingCheckpointedError",
@@ -140,6 +144,7 @@ __all__ = [
     "PendingCall",
     "PriceTable",
     "Provider",
+    "QuotaStore",
     "Redactor",
     "RegisteredAgent",
     "ResumeConflictError",
@@ -152,6 +157,8 @@ __all__ = [
     "RunStatus",
     "ScriptedProvider",
     "SegmentForm",
+    "Spend",
+    "Spending",
     "StaleFenceError",
     "StoreUnavailableError",
     "TextPart",
