@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from agentrun import Backend, QuotaStore, testing
+from agentrun import Backend, QuotaStore, open_backend, testing
 from agentrun.testing.quotas import quota_stores_on
 
 
@@ -56,5 +56,5 @@ class TestPostgresQuotas(testing.QuotaStoreConformance):
     @pytest.fixture
     async def racers(self, postgres_url: str) -> AsyncIterator[list[QuotaStore]]:
         """Backends of their own on the database: each its own pool, as separate replicas."""
-        async with quota_stores_on(postgres_url) as stores:
+        async with quota_stores_on(lambda: open_backend(postgres_url)) as stores:
             yield stores

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.typing import EncodableT, FieldT
 
-from agentrun import Backend, QuotaStore, testing
+from agentrun import Backend, QuotaStore, open_backend, testing
 from agentrun._storecore.checked import CheckedLedger
 from agentrun.stores._redis import DEFAULT_PREFIX, RedisLedger
 from agentrun.stores._redis._shared import RunKeys
@@ -61,5 +61,5 @@ class TestRedisQuotas(testing.QuotaStoreConformance):
     @pytest.fixture
     async def racers(self, redis_url: str) -> AsyncIterator[list[QuotaStore]]:
         """Backends of their own on the server: each its own client, as separate replicas."""
-        async with quota_stores_on(redis_url) as stores:
+        async with quota_stores_on(lambda: open_backend(redis_url)) as stores:
             yield stores

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrun import Backend, QuotaStore, testing
+from agentrun import Backend, QuotaStore, open_backend, testing
 from agentrun.testing.quotas import quota_stores_on
 
 
@@ -55,5 +55,5 @@ class TestSqliteQuotas(testing.QuotaStoreConformance):
     @pytest.fixture
     async def racers(self, url: str) -> AsyncIterator[list[QuotaStore]]:
         """Backends of their own on the file: each its own connection, as separate processes."""
-        async with quota_stores_on(url) as stores:
+        async with quota_stores_on(lambda: open_backend(url)) as stores:
             yield stores

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from agentrun._backend import Backend
 from agentrun._errors import ConfigurationError, StaleFenceError
 from agentrun._identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
 from agentrun._quotas import Allowance, QuotaStore, Spend, Spending
-from agentrun.stores import open_backend
 from agentrun.testing._base import ConformanceBase, refuses_unusable_ids
 from agentrun.testing.hostile import HOSTILE_IDS, longest
 
@@ -36,11 +36,14 @@ def spending(spent: Spend, reserved: Spend) -> Spending:
 
 
 @contextlib.asynccontextmanager
-async def quota_stores_on(url: str, count: int = 4) -> AsyncIterator[list[QuotaStore]]:
-    """The quota stores of ``count`` backends opened on ``url``, each with connections of its
-    own: what a ``racers`` fixture of a store reached over a URL yields."""
+async def quota_stores_on(
+    opening: Callable[[], Awaitable[Backend]], count: int = 4
+) -> AsyncIterator[list[QuotaStore]]:
+    """The quota stores of ``count`` backends, each opened by ``opening`` (``lambda:
+    open_backend(url)``) with connections of its own, closed on the way out: what a ``racers``
+    fixture of a store reached over a URL yields."""
     async with contextlib.AsyncExitStack() as opened:
-        backends = [await opened.enter_async_context(await open_backend(url)) for _ in range(count)]
+        backends = [await opened.enter_async_context(await opening()) for _ in range(count)]
         yield [backend.quotas for backend in backends]
 
 

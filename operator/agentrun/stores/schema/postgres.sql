@@ -116,8 +116,8 @@ CREATE TABLE IF NOT EXISTS adk_quota_admissions (
 );
 
 -- A scope's budget per window: settled spend and open reservations. The row counts as absent
--- once expires_at has passed on the server's clock (every write pushes it ttl ahead); the next
--- write of the window starts it from zero, and forgetting the scope deletes it.
+-- once expires_at has passed on the server's clock (every write pushes it ttl ahead): the next
+-- write of the window starts it from zero, and the scope's writes delete its other expired rows.
 CREATE TABLE IF NOT EXISTS adk_quota_windows (
     tenant          text        NOT NULL,
     scope           text        NOT NULL,
