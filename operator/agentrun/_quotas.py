@@ -16,7 +16,7 @@ that takes over a run re-admits it without asking for a second place. Admissions
 a run keeps its place until someone lets it ``leave``, which is idempotent so that a retry after a
 crash is safe; ``admitted`` lists them, for whoever reconciles places with the runs that exist.
 
-A budget is accounted per window (an opaque name such as ``2026-12-02``) in two sums, both
+A budget is accounted per window (an opaque name, such as the day's date) in two sums, both
 ``Spend`` (micros, the ledger's unit, and tokens): what was ``spent`` (settled, real usage) and
 what is ``reserved`` (asked for and not settled yet). A run ``reserve``s what a model call may cost
 before it makes the call, which succeeds only if what is spent and reserved leaves room for it
@@ -165,7 +165,7 @@ class QuotaStore(Protocol):
         Args:
             tenant: The scope's tenant.
             scope: The scope whose budget it is.
-            window: The budget's window, an opaque name (``2026-12-02``).
+            window: The budget's window, an opaque name (the day's date, say).
             ask: What to reserve.
             limit: The window's allowance.
             ttl: Seconds the window's record lives after this write, on the store's clock.
