@@ -21,9 +21,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import cast
 
-from agentrun._quotas import NO_SPENDING, Allowance, Spend, Spending, refuse_superseded
+from agentrun._quotas import Allowance, Spend, Spending, refuse_superseded
 from agentrun.stores._redis._shared import (
-    Client,
     RedisStore,
     lua,
     part,
@@ -120,7 +119,7 @@ class ScopeKeys:
     def window(self, name: str) -> str:
         return f"{self.base}window:{part(name)}"
 
-    def of_window(self, name: str) -> list[str]:
+    def for_window(self, name: str) -> list[str]:
         """The keys a window's script names: the window's, then the scope's set of windows."""
         return [self.window(name), self.windows]
 
@@ -175,7 +174,7 @@ class RedisQuotaStore(RedisStore):
             RESERVE,
             "reserve in a window",
             None,
-            keys.of_window(window),
+            keys.for_window(window),
             [
                 window,
                 ask.micros,
@@ -195,7 +194,7 @@ class RedisQuotaStore(RedisStore):
             SETTLE,
             "settle in a window",
             None,
-            keys.of_window(window),
+            keys.for_window(window),
             [window, reserved.micros, reserved.tokens, used.micros, used.tokens, ttl_micros(ttl)],
         )
 
@@ -209,8 +208,6 @@ class RedisQuotaStore(RedisStore):
                 self._client.hmget(keys.window(window), list(_SUMS)),
             ),
         )
-        if all(value is None for value in sums):
-            return NO_SPENDING
         spent_micros, spent_tokens, reserved_micros, reserved_tokens = (
             int(value or 0) for value in sums
         )
@@ -223,13 +220,12 @@ class RedisQuotaStore(RedisStore):
         """Two steps: the window names, then every key at once. A window first written between
         them is left, to expire on its own."""
         keys = self._scope(tenant, scope)
-        client: Client = self._client
         names = await self._call(
             "read a scope's windows",
             None,
-            cast(Awaitable[set[bytes]], client.smembers(keys.windows)),
+            cast(Awaitable[set[bytes]], self._client.smembers(keys.windows)),
         )
         windows = [keys.window(name.decode()) for name in names]
         await self._call(
-            "forget a scope", None, client.delete(keys.admitted, keys.windows, *windows)
+            "forget a scope", None, self._client.delete(keys.admitted, keys.windows, *windows)
         )
