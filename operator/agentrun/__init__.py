@@ -55,6 +55,7 @@ from agentrun._identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
 from agentrun._leases import Leaseholder, LeasePolicy, LeaseStore, RunLease
 from agentrun._ledger import Ledger
 from agentrun._messages import BinaryPart, Message, TextPart, ToolCall, Usage
+from agentrun._quotas import Allowance, QuotaStore, Spend, Spending
 from agentrun._redaction import Masker, MaskingFilter, Redactor
 from agentrun._resume import (
     CallDecision,
@@ -87,6 +88,7 @@ from agentrun.stores._memory import (
     MemoryIdempotencyStore,
     MemoryLeaseStore,
     MemoryLedger,
+    MemoryQuotaStore,
 )
 
 __all__ = [
@@ -97,6 +99,7 @@ __all__ = [
     "AgentDefinition",
     "AgentRunError",
     "AgentRunner",
+    "Allowance",
     "ApprovalDecision",
     "Backend",
     "BinaryPart",
@@ -134,6 +137,7 @@ __all__ = [
     "MemoryIdempotencyStore",
     "MemoryLeaseStore",
     "MemoryLedger",
+    "MemoryQuotaStore",
     "Message",
     "ModelReply",
     "NothingCheckpointedError",
@@ -142,6 +146,7 @@ __all__ = [
     "PriceTable",
     "Provider",
     "QuotaSpentError",
+    "QuotaStore",
     "Redactor",
     "RegisteredAgent",
     "ResumeConflictError",
@@ -154,6 +159,8 @@ __all__ = [
     "RunStatus",
     "ScriptedProvider",
     "SegmentForm",
+    "Spend",
+    "Spending",
     "StaleFenceError",
     "StoreUnavailableError",
     "TextPart",

@@ -32,6 +32,7 @@ from agentrun._history import HistoryStore
 from agentrun._idempotency import IdempotencyStore, masking
 from agentrun._leases import LeaseStore
 from agentrun._ledger import Ledger
+from agentrun._quotas import QuotaStore
 from agentrun._redaction import Masker
 from agentrun._storecore.checked import (
     checked_checkpoints,
@@ -40,6 +41,7 @@ from agentrun._storecore.checked import (
     checked_idempotency,
     checked_leases,
     checked_ledger,
+    checked_quotas,
 )
 
 
@@ -88,10 +90,12 @@ class CheckpointStore(Protocol):
 
 
 class Backend(Protocol):
-    """The five stores of a run, opened together from one URL and closed together.
+    """The five stores of a run and the quota store, opened together from one URL and closed
+    together.
 
-    They share one fence per run, so a lease acquisition raises the bar for every later write to
-    any of them. Use it as an async context manager, or call ``close``.
+    The five share one fence per run, so a lease acquisition raises the bar for every later write
+    to any of them; the quota store keeps per-scope admissions and budgets, with the fence of the
+    run's lease on each admission. Use it as an async context manager, or call ``close``.
     """
 
     @property
@@ -108,6 +112,9 @@ class Backend(Protocol):
 
     @property
     def ledger(self) -> Ledger: ...
+
+    @property
+    def quotas(self) -> QuotaStore: ...
 
     @property
     def url(self) -> str:
@@ -130,7 +137,7 @@ async def _nothing() -> None:
 
 @dataclass
 class StoreSet:
-    """A ``Backend`` made of five stores and what closes them: what an adapter hands back.
+    """A ``Backend`` made of its six stores and what closes them: what an adapter hands back.
 
     Each store is kept behind its checks (``agentrun._storecore.checked``); the idempotency
     store's outcomes are masked too, after the checks."""
@@ -140,13 +147,14 @@ class StoreSet:
     idempotency: IdempotencyStore
     history: HistoryStore
     ledger: Ledger
+    quotas: QuotaStore
     url: str
     closer: Callable[[], Awaitable[None]] = field(default=_nothing, repr=False)
     masker: Masker = field(default_factory=Masker.build, repr=False)
     commits: CommitStore | None = field(default=None, repr=False)
     """What commits a whole boundary at once, for stores that share one database (see
     ``agentrun._commits``); None: each store is written on its own. Not part of ``Backend``,
-    so a backend of one's own needs only the five stores."""
+    so a backend of one's own needs only the six stores."""
 
     def __post_init__(self) -> None:
         self.checkpoints = checked_checkpoints(self.checkpoints)
@@ -154,6 +162,7 @@ class StoreSet:
         self.idempotency = masking(checked_idempotency(self.idempotency), self.masker.outcome)
         self.history = checked_history(self.history)
         self.ledger = checked_ledger(self.ledger)
+        self.quotas = checked_quotas(self.quotas)
         if self.commits is not None:
             self.commits = checked_commits(self.commits)
 

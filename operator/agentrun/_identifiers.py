@@ -1,9 +1,10 @@
 """What a tenant, a run id and a record's key may be: the same whichever store keeps them.
 
 Every store keys what it keeps by (tenant, run id) and, for idempotency records and charges, a
-key. Three kinds of id that one store would take and another cannot are refused here, with a
-``ConfigurationError`` naming the id, before any store is asked, so that every store accepts
-what the others accept and none fails halfway through a call:
+key; the quota store by (tenant, scope) and a run id or a window. Three kinds of id that one
+store would take and another cannot are refused here, with a ``ConfigurationError`` naming the
+id, before any store is asked, so that every store accepts what the others accept and none fails
+halfway through a call:
 
 * Text that is not valid Unicode. Python turns a byte that is not UTF-8 (in a command-line
   argument, an environment variable) into a lone surrogate, which UTF-8 cannot encode: the SQLite
@@ -24,7 +25,8 @@ MAX_ID_BYTES = 1024
 """The most UTF-8 bytes a tenant or a run id may take, on every store."""
 
 MAX_KEY_BYTES = 512
-"""The most UTF-8 bytes an idempotency key or a charge id may take, on every store."""
+"""The most UTF-8 bytes an idempotency key, a charge id, a quota's scope or a budget's window may
+take, on every store."""
 
 
 def _check(what: str, value: str, limit: int) -> None:
@@ -53,12 +55,25 @@ def _check(what: str, value: str, limit: int) -> None:
         )
 
 
+def check_tenant(tenant: str) -> None:
+    """Refuse a tenant that some store cannot key on."""
+    _check("tenant", tenant, MAX_ID_BYTES)
+
+
 def check_run(tenant: str, run_id: str) -> None:
     """Refuse a tenant or run id that some store cannot key on."""
-    _check("tenant", tenant, MAX_ID_BYTES)
+    check_tenant(tenant)
     _check("run id", run_id, MAX_ID_BYTES)
 
 
 def check_key(what: str, key: str) -> None:
     """Refuse a record key (``what`` names it in the error) that some store cannot key on."""
     _check(what, key, MAX_KEY_BYTES)
+
+
+def check_name(what: str, name: str) -> None:
+    """Refuse a name that keys a record beside the tenant (a quota's scope, a budget's window:
+    ``what`` says which) when it is empty, which names nothing, or some store cannot key on it."""
+    if not name:
+        raise ConfigurationError(f"{what} is empty; name the {what}")
+    _check(what, name, MAX_KEY_BYTES)

@@ -3,8 +3,8 @@ form a reference can be rendered from (Google style), and every CLI argument has
 
 The entry points: ``AgentRunner``, ``Checkpointer``, ``open_backend`` and the store protocols
 (``IdempotencyStore``, ``LeaseStore``, ``CheckpointStore``, ``HistoryStore``, ``Ledger``,
-``CommitStore``). For each function, and each public method a class defines (``_``-less name;
-properties and attributes aside), the docstring must have
+``QuotaStore``, ``CommitStore``). For each function, and each public method a class defines
+(``_``-less name; properties and attributes aside), the docstring must have
 
 - an ``Args:`` section naming every parameter of ``inspect.signature`` but ``self``/``cls``, and
   no other (``**observers`` is named with its stars); none when there are no parameters;
@@ -34,6 +34,7 @@ from agentrun import (
     IdempotencyStore,
     LeaseStore,
     Ledger,
+    QuotaStore,
     open_backend,
 )
 from agentrun._commits import CommitStore
@@ -46,6 +47,7 @@ PROTOCOLS: tuple[type, ...] = (
     CheckpointStore,
     HistoryStore,
     Ledger,
+    QuotaStore,
     CommitStore,
 )
 FUNCTIONS: tuple[Callable[..., Any], ...] = (open_backend,)

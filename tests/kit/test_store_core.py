@@ -30,6 +30,7 @@ def _with(checkpoints: CountingCheckpointStore) -> StoreSet:
         idempotency=memory.idempotency,
         history=memory.history,
         ledger=memory.ledger,
+        quotas=memory.quotas,
         url="third-party://",
     )
 
@@ -71,6 +72,7 @@ def test_capabilities_stay_visible_through_the_checks() -> None:
         idempotency=backend.idempotency,
         history=RecordingHistoryStore(MemoryHistoryStore()),  # lists nothing
         ledger=backend.ledger,
+        quotas=backend.quotas,
         url="third-party://",
     )
     assert isinstance(plain.history, CheckedHistory)
@@ -85,6 +87,7 @@ def test_a_backend_of_another_backends_stores_checks_and_masks_once() -> None:
         idempotency=backend.idempotency,
         history=backend.history,
         ledger=backend.ledger,
+        quotas=backend.quotas,
         url="memory://",
         masker=backend.masker,
     )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import asyncpg
 import pytest
 
-from agentrun import Backend, testing
+from agentrun import Backend, QuotaStore, open_backend, testing
+from agentrun.testing.quotas import quota_stores_on
 
 
 class TestPostgresCheckpoints(testing.CheckpointStoreConformance): ...
@@ -47,3 +50,11 @@ class TestPostgresLedger(testing.LedgerConformance):
             )
         finally:
             await connection.close()
+
+
+class TestPostgresQuotas(testing.QuotaStoreConformance):
+    @pytest.fixture
+    async def racers(self, postgres_url: str) -> AsyncIterator[list[QuotaStore]]:
+        """Backends of their own on the database: each its own pool, as separate replicas."""
+        async with quota_stores_on(lambda: open_backend(postgres_url)) as stores:
+            yield stores

@@ -293,6 +293,9 @@ async def test_renamed_tables_hold_their_own_data(
         assert await default.checkpoints.latest(tenant, "run") is None
         assert await default.leases.held(tenant, "run") is None
         assert (await default.leases.acquire(tenant, "run", "w2", ttl=30)).fence == 1
+        assert await mine.quotas.admit(tenant, "ns", "run", fence=1, limit=1)
+        assert await mine.quotas.admitted(tenant, "ns") == {"run": 1}
+        assert await default.quotas.admitted(tenant, "ns") == {}
     finally:
         await mine.close()
         await default.close()
@@ -353,5 +356,6 @@ async def test_a_version_1_database_is_migrated_by_applying_the_ddl(
         record = await backend.idempotency.read("acme", "run", "k")
         assert record is not None
         assert (record.outcome, record.call_id) == ("booked 12A", None)
+        assert await backend.quotas.admit("acme", "ns", "run", fence=3, limit=1)  # version 3
     finally:
         await backend.close()

@@ -6,13 +6,16 @@ is what keeps this fast. Every test runs twice: ``[single]`` and ``[cluster]``.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 from redis.typing import EncodableT, FieldT
 
-from agentrun import Backend, testing
+from agentrun import Backend, QuotaStore, open_backend, testing
 from agentrun._storecore.checked import CheckedLedger
 from agentrun.stores._redis import DEFAULT_PREFIX, RedisLedger
 from agentrun.stores._redis._shared import RunKeys
+from agentrun.testing.quotas import quota_stores_on
 
 
 class TestRedisCheckpoints(testing.CheckpointStoreConformance): ...
@@ -52,3 +55,11 @@ class TestRedisLedger(testing.LedgerConformance):
             }
             await client.hset(keys.charges, mapping=fields)
         await client.incrby(keys.spent, count)
+
+
+class TestRedisQuotas(testing.QuotaStoreConformance):
+    @pytest.fixture
+    async def racers(self, redis_url: str) -> AsyncIterator[list[QuotaStore]]:
+        """Backends of their own on the server: each its own client, as separate replicas."""
+        async with quota_stores_on(lambda: open_backend(redis_url)) as stores:
+            yield stores

@@ -14,6 +14,7 @@ from agentrun import Backend, open_backend
 from agentrun._errors import ConfigurationError
 from agentrun.stores._redis import RedisLedger
 from agentrun.stores._redis._shared import RunKeys
+from agentrun.stores._redis.quotas import ScopeKeys
 from agentrun.testing import HOSTILE_IDS
 from tests.support.redis_server import RedisClusterServers, RedisServer
 
@@ -47,6 +48,17 @@ def test_every_key_of_a_run_has_one_brace_free_tag(run_id: str) -> None:
     assert "}" not in tag
     assert len({key_slot(key.encode()) for key in keys}) == 1
     assert all(key.startswith("agentrun:{") for key in keys)
+
+
+@pytest.mark.parametrize("scope", HOSTILE_IDS)
+def test_every_key_of_a_scope_has_one_brace_free_tag_apart_from_the_runs(scope: str) -> None:
+    keys = ScopeKeys.of("agentrun", "tenant:{x}", scope)
+    every = [keys.admitted, keys.windows, *(keys.window(name) for name in HOSTILE_IDS)]
+    assert {_tag(key) for key in every} == {_tag(keys.admitted)}
+    assert "{" not in _tag(keys.admitted)
+    assert len({key_slot(key.encode()) for key in every}) == 1
+    assert all(key.startswith("agentrun:quota:{") for key in every)
+    assert len({keys.window(name) for name in HOSTILE_IDS}) == len(set(HOSTILE_IDS))
 
 
 @pytest.mark.parametrize("prefix", ["", "a{b", "a}b", "{agentrun}"])

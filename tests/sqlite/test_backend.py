@@ -81,6 +81,8 @@ def test_the_published_schema_is_the_file_and_creates_every_table() -> None:
         "agentrun_history",
         "agentrun_charges",
         "agentrun_spent",
+        "agentrun_quota_admissions",
+        "agentrun_quota_windows",
     } <= tables
 
 
@@ -107,6 +109,7 @@ async def test_a_version_1_file_is_migrated_keeping_its_data(url: str, database_
         record = await backend.idempotency.read("acme", "run", "k")
         assert record is not None
         assert (record.outcome, record.call_id) == ("booked 12A", None)
+        assert await backend.quotas.admit("acme", "ns", "run", fence=3, limit=1)  # version 3
     finally:
         await backend.close()
     with sqlite3.connect(database_file) as connection:

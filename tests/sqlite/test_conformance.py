@@ -6,11 +6,13 @@ Time passes for real here: expiry is decided by the database's own clock, which 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from agentrun import Backend, testing
+from agentrun import Backend, QuotaStore, open_backend, testing
+from agentrun.testing.quotas import quota_stores_on
 
 
 class TestSqliteCheckpoints(testing.CheckpointStoreConformance): ...
@@ -47,3 +49,11 @@ class TestSqliteLedger(testing.LedgerConformance):
                 "VALUES (?, ?, ?, 1)",
                 ((tenant, run_id, f"preloaded-{index}") for index in range(count)),
             )
+
+
+class TestSqliteQuotas(testing.QuotaStoreConformance):
+    @pytest.fixture
+    async def racers(self, url: str) -> AsyncIterator[list[QuotaStore]]:
+        """Backends of their own on the file: each its own connection, as separate processes."""
+        async with quota_stores_on(lambda: open_backend(url)) as stores:
+            yield stores

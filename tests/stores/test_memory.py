@@ -45,4 +45,7 @@ class TestMemoryLedger(_Memory, testing.LedgerConformance):
     charges_before = 20_000  # through ``charge`` itself: the memory store has no bulk write
 
 
+class TestMemoryQuotas(_Memory, testing.QuotaStoreConformance): ...
+
+
 class TestMemoryChainFaults(_Memory, ChainFaultsConformance): ...

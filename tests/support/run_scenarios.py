@@ -98,6 +98,7 @@ def _losing_turn(stores: Backend, turn: int) -> tuple[Backend, LosingCheckpointS
             idempotency=stores.idempotency,
             history=stores.history,
             ledger=stores.ledger,
+            quotas=stores.quotas,
             url=stores.url,
         ),
         losing,

@@ -1,12 +1,14 @@
 """The id, key and TTL checks of every store call, made once, in front of the store.
 
-Every store keys what it keeps by (tenant, run id) and some calls by a key, and every store must
-refuse alike what one of them cannot keep (``agentrun._identifiers``) and a TTL that is not
-positive, before it does anything. Each store used to check for itself, call by call: about
-ninety call sites, and a store written by someone else could forget one. Here each protocol has
-a thin layer that checks its arguments and hands the call on; ``StoreSet`` puts every store it
-is built with behind one (``checked``), so every backend ``open_backend`` returns, and any
-backend of one's own built as a ``StoreSet``, checks every call, and no store checks again.
+Every store keys what it keeps by (tenant, run id) and some calls by a key (the quota store by
+tenant, scope and a run id or a window), and every store must refuse alike what one of them
+cannot keep (``agentrun._identifiers``), an empty scope or window, a negative limit and a TTL
+that is not positive, before it does anything. Each store used to check for itself, call by
+call: about ninety call sites, and a store written by someone else could forget one. Here each
+protocol has a thin layer that checks its arguments and hands the call on; ``StoreSet`` puts
+every store it is built with behind one (``checked``), so every backend ``open_backend``
+returns, and any backend of one's own built as a ``StoreSet``, checks every call, and no store
+checks again.
 
 A store's optional capabilities stay visible through its layer: a history store that lists a
 run's segments (``SegmentLister``) gets a layer that lists them too, a commit store that
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from agentrun._commits import BoundaryCommit, CommitStore, RunReader
+from agentrun._errors import ConfigurationError
 from agentrun._history import HistoryStore, SegmentLister
 from agentrun._idempotency import (
     Claim,
@@ -32,15 +35,18 @@ from agentrun._idempotency import (
     MaskedOutcomes,
     RunAndRecordsReader,
 )
-from agentrun._identifiers import check_key, check_run
+from agentrun._identifiers import check_key, check_name, check_run, check_tenant
 from agentrun._leases import LeaseStore, RunLease, require_positive_ttl
 from agentrun._ledger import Ledger
+from agentrun._quotas import Allowance, QuotaStore, Spend, Spending
 
 if TYPE_CHECKING:
     from agentrun._backend import CheckpointStore
 
 IDEMPOTENCY_KEY = "idempotency key"
 CHARGE_ID = "charge id"
+SCOPE = "quota scope"
+WINDOW = "budget window"
 
 
 class CheckedCheckpoints:
@@ -247,6 +253,59 @@ class CheckedRecordsReader(CheckedRunReader):
         return await self._records.read_run_and_records(tenant, run_id)
 
 
+class CheckedQuotas:
+    def __init__(self, inner: QuotaStore) -> None:
+        self.inner = inner
+
+    async def admit(self, tenant: str, scope: str, run_id: str, *, fence: int, limit: int) -> bool:
+        check_run(tenant, run_id)
+        check_name(SCOPE, scope)
+        if limit < 0:
+            raise ConfigurationError(f"the limit of {SCOPE} {scope!r} is {limit}; give 0 or more")
+        return await self.inner.admit(tenant, scope, run_id, fence=fence, limit=limit)
+
+    async def leave(self, tenant: str, scope: str, run_id: str, *, fence: int) -> None:
+        check_run(tenant, run_id)
+        check_name(SCOPE, scope)
+        await self.inner.leave(tenant, scope, run_id, fence=fence)
+
+    async def admitted(self, tenant: str, scope: str) -> dict[str, int]:
+        _check_scope(tenant, scope)
+        return await self.inner.admitted(tenant, scope)
+
+    async def reserve(
+        self, tenant: str, scope: str, window: str, *, ask: Spend, limit: Allowance, ttl: float
+    ) -> bool:
+        _check_window(tenant, scope, window)
+        require_positive_ttl(ttl)
+        return await self.inner.reserve(tenant, scope, window, ask=ask, limit=limit, ttl=ttl)
+
+    async def settle(
+        self, tenant: str, scope: str, window: str, *, reserved: Spend, used: Spend, ttl: float
+    ) -> None:
+        _check_window(tenant, scope, window)
+        require_positive_ttl(ttl)
+        await self.inner.settle(tenant, scope, window, reserved=reserved, used=used, ttl=ttl)
+
+    async def spending(self, tenant: str, scope: str, window: str) -> Spending:
+        _check_window(tenant, scope, window)
+        return await self.inner.spending(tenant, scope, window)
+
+    async def forget(self, tenant: str, scope: str) -> None:
+        _check_scope(tenant, scope)
+        await self.inner.forget(tenant, scope)
+
+
+def _check_scope(tenant: str, scope: str) -> None:
+    check_tenant(tenant)
+    check_name(SCOPE, scope)
+
+
+def _check_window(tenant: str, scope: str, window: str) -> None:
+    _check_scope(tenant, scope)
+    check_name(WINDOW, window)
+
+
 def checked_checkpoints(store: CheckpointStore) -> CheckpointStore:
     return store if isinstance(store, CheckedCheckpoints) else CheckedCheckpoints(store)
 
@@ -274,6 +333,10 @@ def checked_history(store: HistoryStore) -> HistoryStore:
 
 def checked_ledger(store: Ledger) -> Ledger:
     return store if isinstance(store, CheckedLedger) else CheckedLedger(store)
+
+
+def checked_quotas(store: QuotaStore) -> QuotaStore:
+    return store if isinstance(store, CheckedQuotas) else CheckedQuotas(store)
 
 
 def checked_commits(store: CommitStore) -> CommitStore:

@@ -28,6 +28,7 @@ from agentrun._idempotency import (
     not_holder,
 )
 from agentrun._leases import RunLease, renewal_refused
+from agentrun._quotas import NO_SPENDING, Allowance, Spend, Spending, refuse_superseded
 from agentrun._storecore.checked import CheckedSegmentLister
 from agentrun._storecore.fences import held_elsewhere, refuse_stale
 
@@ -347,6 +348,90 @@ class MemoryLedger:
         self._spent.pop(run, None)
 
 
+@dataclass
+class _Window:
+    spending: Spending
+    expires: float
+
+
+class MemoryQuotaStore:
+    """The reference ``QuotaStore``, in process, on an injectable clock. No call suspends between
+    its check and its write, so each is atomic among the process's tasks."""
+
+    def __init__(self, clock: Now = time.monotonic) -> None:
+        self._clock = clock
+        self._admitted: dict[tuple[str, str], dict[str, int]] = {}
+        self._windows: dict[tuple[str, str, str], _Window] = {}
+
+    async def admit(self, tenant: str, scope: str, run_id: str, *, fence: int, limit: int) -> bool:
+        admitted = self._admitted.setdefault((tenant, scope), {})
+        recorded = admitted.get(run_id)
+        if recorded is not None:
+            refuse_superseded(
+                tenant=tenant,
+                scope=scope,
+                run_id=run_id,
+                fence=fence,
+                recorded=recorded,
+                leaving=False,
+            )
+        elif len(admitted) >= limit:
+            return False
+        admitted[run_id] = fence
+        return True
+
+    async def leave(self, tenant: str, scope: str, run_id: str, *, fence: int) -> None:
+        admitted = self._admitted.get((tenant, scope), {})
+        recorded = admitted.get(run_id)
+        if recorded is None:
+            return
+        refuse_superseded(
+            tenant=tenant, scope=scope, run_id=run_id, fence=fence, recorded=recorded, leaving=True
+        )
+        del admitted[run_id]
+
+    async def admitted(self, tenant: str, scope: str) -> dict[str, int]:
+        return dict(self._admitted.get((tenant, scope), {}))
+
+    def _live(self, at: tuple[str, str, str]) -> Spending:
+        window = self._windows.get(at)
+        if window is None or window.expires <= self._clock():
+            self._windows.pop(at, None)
+            return NO_SPENDING
+        return window.spending
+
+    async def reserve(
+        self, tenant: str, scope: str, window: str, *, ask: Spend, limit: Allowance, ttl: float
+    ) -> bool:
+        at = (tenant, scope, window)
+        spending = self._live(at)
+        if not limit.leaves_room(spending, ask):
+            return False
+        reserved = spending.reserved.plus(ask)
+        self._windows[at] = _Window(
+            Spending(spent=spending.spent, reserved=reserved), self._clock() + ttl
+        )
+        return True
+
+    async def settle(
+        self, tenant: str, scope: str, window: str, *, reserved: Spend, used: Spend, ttl: float
+    ) -> None:
+        at = (tenant, scope, window)
+        spending = self._live(at)
+        settled = Spending(
+            spent=spending.spent.plus(used), reserved=spending.reserved.less(reserved)
+        )
+        self._windows[at] = _Window(settled, self._clock() + ttl)
+
+    async def spending(self, tenant: str, scope: str, window: str) -> Spending:
+        return self._live((tenant, scope, window))
+
+    async def forget(self, tenant: str, scope: str) -> None:
+        self._admitted.pop((tenant, scope), None)
+        for at in [at for at in self._windows if at[:2] == (tenant, scope)]:
+            del self._windows[at]
+
+
 class MemoryCommitStore:
     """The reference ``CommitStore``: one fence check, then the segment, the frontier and the
     charge. None of the stores' writes suspends, so nothing runs in between: all or nothing."""
@@ -402,6 +487,7 @@ class MemoryBackend(StoreSet):
             idempotency=MemoryIdempotencyStore(fences, clock),
             history=history,
             ledger=ledger,
+            quotas=MemoryQuotaStore(clock),
             url=url,
             commits=MemoryCommitStore(fences, checkpoints, history, ledger),
         )

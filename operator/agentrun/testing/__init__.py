@@ -25,6 +25,7 @@ from agentrun.testing.hostile import HOSTILE_IDS
 from agentrun.testing.idempotency import IdempotencyStoreConformance
 from agentrun.testing.leases import LeaseStoreConformance
 from agentrun.testing.ledger import LedgerConformance
+from agentrun.testing.quotas import QuotaStoreConformance
 
 __all__ = [
     "HOSTILE_IDS",
@@ -35,6 +36,7 @@ __all__ = [
     "LeaseStoreConformance",
     "LedgerConformance",
     "ManualClock",
+    "QuotaStoreConformance",
     "RunReaderConformance",
     "SegmentListerConformance",
 ]

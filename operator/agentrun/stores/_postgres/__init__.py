@@ -2,7 +2,7 @@
 
 ``open_backend("postgresql://user@host:port/db")`` builds a small pool, runs ``verify`` (the
 schema must already be applied, at the version this kit needs; nothing here creates a table) and
-returns the five stores sharing that pool, which keep one of its connections between calls
+returns the stores sharing that pool, which keep one of its connections between calls
 (``_lane``: a run's calls come one after another) until the backend is closed. To share a pool
 the application already has, build the stores from it directly: each takes the pool, and
 optional ``PostgresTables`` for deployments that rename the tables (``schema_sql(tables)`` is
@@ -24,6 +24,7 @@ from agentrun.stores._postgres.history import PostgresHistoryStore
 from agentrun.stores._postgres.idempotency import PostgresIdempotencyStore
 from agentrun.stores._postgres.leases import PostgresLeaseStore
 from agentrun.stores._postgres.ledger import PostgresLedger
+from agentrun.stores._postgres.quotas import PostgresQuotaStore
 from agentrun.stores._postgres.schema import (
     EXPECTED_CHECKPOINT_SCHEMA,
     SCHEMA_VERSION,
@@ -40,6 +41,7 @@ __all__ = [
     "PostgresIdempotencyStore",
     "PostgresLeaseStore",
     "PostgresLedger",
+    "PostgresQuotaStore",
     "PostgresTables",
     "open_backend",
     "schema_sql",
@@ -48,7 +50,7 @@ __all__ = [
 
 
 async def open_backend(url: str, *, tables: PostgresTables | None = None) -> StoreSet:
-    """The five stores on a new pool for ``url``, after ``verify`` accepted the schema; closing
+    """The stores on a new pool for ``url``, after ``verify`` accepted the schema; closing
     the backend hands the kept connection back, then closes the pool."""
     pool = await create_pool(url)
     async with closed_on_failure(pool.close):
@@ -67,6 +69,7 @@ async def open_backend(url: str, *, tables: PostgresTables | None = None) -> Sto
         idempotency=PostgresIdempotencyStore(pool, tables=tables, lane=lane),
         history=PostgresHistoryStore(pool, tables=tables, lane=lane),
         ledger=PostgresLedger(pool, tables=tables, lane=lane),
+        quotas=PostgresQuotaStore(pool, tables=tables, lane=lane),
         url=redacted(url),
         closer=close,
         commits=PostgresCommitStore(pool, tables=tables, lane=lane),

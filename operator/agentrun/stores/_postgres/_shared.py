@@ -68,6 +68,9 @@ class PostgresTables:
     history: str = "adk_history_segments"
     ledger: str = "adk_ledger"
     ledger_totals: str = "adk_ledger_totals"
+    quota_scopes: str = "adk_quota_scopes"
+    quota_admissions: str = "adk_quota_admissions"
+    quota_windows: str = "adk_quota_windows"
 
     def __post_init__(self) -> None:
         for role, name in self.items():

@@ -1,4 +1,5 @@
-"""The Redis backend: five stores sharing one client, one key prefix and one fence key per run.
+"""The Redis backend: its stores share one client and one key prefix, and the five of a run one
+fence key.
 
 URL forms accepted by ``open_backend``::
 
@@ -35,6 +36,7 @@ Key layout (one run; ``T`` and ``R`` are the percent-encoded tenant and run id, 
     agentrun:{T:R}:spent        string  the run's total, in micros
 
 ``forget`` on any store drops that store's keys and never the fence key, so fences keep rising.
+The quota store keeps its keys per (tenant, scope), not per run (see ``quotas``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from agentrun.stores._redis.history import RedisHistoryStore
 from agentrun.stores._redis.idempotency import RedisIdempotencyStore
 from agentrun.stores._redis.leases import RedisLeaseStore
 from agentrun.stores._redis.ledger import RedisLedger
+from agentrun.stores._redis.quotas import RedisQuotaStore
 
 __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
@@ -72,6 +75,7 @@ __all__ = [
     "RedisIdempotencyStore",
     "RedisLeaseStore",
     "RedisLedger",
+    "RedisQuotaStore",
     "backend_on",
     "open_backend",
     "open_client",
@@ -95,13 +99,14 @@ def backend_on(
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     url: str = "redis://",
 ) -> StoreSet:
-    """The five stores on ``client``; closing the backend closes the client."""
+    """The stores on ``client``; closing the backend closes the client."""
     return StoreSet(
         checkpoints=RedisCheckpointStore(client, prefix=prefix, max_value_bytes=max_value_bytes),
         leases=RedisLeaseStore(client, prefix=prefix),
         idempotency=RedisIdempotencyStore(client, prefix=prefix),
         history=RedisHistoryStore(client, prefix=prefix),
         ledger=RedisLedger(client, prefix=prefix),
+        quotas=RedisQuotaStore(client, prefix=prefix),
         commits=RedisCommitStore(client, prefix=prefix, max_value_bytes=max_value_bytes),
         url=url,
         closer=client.aclose,
@@ -124,7 +129,7 @@ def _size(url: str, value: str) -> int:
 
 
 async def open_backend(url: str) -> StoreSet:
-    """Open the five Redis stores ``url`` names (the forms are in this module's docstring).
+    """Open the Redis stores ``url`` names (the forms are in this module's docstring).
 
     The server is asked for its ``maxmemory-policy`` first, and one that may evict keys is
     refused with ``ConfigurationError`` (see ``eviction``). A Cluster's slot map is read here

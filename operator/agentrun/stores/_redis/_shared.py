@@ -55,7 +55,8 @@ Command = tuple[str | bytes | int, ...]
 T = TypeVar("T")
 
 
-def _part(text: str) -> str:
+def part(text: str) -> str:
+    """An id as it goes into a key (see the module)."""
     return quote(text, safe="")
 
 
@@ -70,7 +71,7 @@ class RunKeys:
     @classmethod
     def of(cls, prefix: str, tenant: str, run_id: str) -> RunKeys:
         """The run's keys, for ids the stores' checks accepted (``agentrun._storecore.checked``)."""
-        return cls(tenant, run_id, f"{prefix}:{{{_part(tenant)}:{_part(run_id)}}}:")
+        return cls(tenant, run_id, f"{prefix}:{{{part(tenant)}:{part(run_id)}}}:")
 
     @property
     def fence(self) -> str:
@@ -204,12 +205,14 @@ class RedisStore:
         script may then read both stores' keys of a run."""
         return other._client is self._client and other._prefix == self._prefix
 
-    async def _call(self, operation: str, run: RunKeys, call: Awaitable[T]) -> T:
+    async def _call(self, operation: str, run: RunKeys | None, call: Awaitable[T]) -> T:
+        """``call``'s reply; ``run`` names the run whose record a script found unreadable (None
+        for a call that reads no run's records, the quota store's)."""
         try:
             return await call
         except ResponseError as error:
             message = str(error)
-            if message.startswith(UNREADABLE):
+            if run is not None and message.startswith(UNREADABLE):
                 detail = message.removeprefix(UNREADABLE).split(" script:", 1)[0].strip()
                 raise UnreadableRecordError(
                     run_id=run.run_id,
@@ -225,7 +228,7 @@ class RedisStore:
         self,
         script: Script,
         operation: str,
-        run: RunKeys,
+        run: RunKeys | None,
         keys: Sequence[str],
         args: Sequence[str | bytes | int],
     ) -> Reply:

@@ -28,13 +28,14 @@ from importlib.resources import files
 
 from agentrun._errors import ConfigurationError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 ADDED_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {
     2: (("agentrun_idempotency", "call_id TEXT"), ("agentrun_idempotency", "tool TEXT")),
 }
 """The columns each version added to a table an older version already had (``sqlite.sql``
-creates them in a new file, and creates whole tables a version added in an old one)."""
+creates them in a new file, and creates whole tables a version added in an old one: version 3
+added only tables, the quota store's)."""
 
 EXPECTED_SQLITE_SCHEMA: str = (
     files("agentrun.stores").joinpath("schema", "sqlite.sql").read_text(encoding="utf-8")

@@ -1,9 +1,10 @@
--- agentrun PostgreSQL schema, version 2. Printed by `agentrun schema postgres`; the kit never
+-- agentrun PostgreSQL schema, version 3. Printed by `agentrun schema postgres`; the kit never
 -- applies it: schema changes belong to whatever owns this database's migrations.
 -- Apply it with: agentrun schema postgres | psql -v ON_ERROR_STOP=1 "$DATABASE_URL"
 -- Every statement is idempotent, and the whole file is one transaction. Applied to a database of
--- version 1 it migrates it to version 2 (see "From version 1" below); stop the workers of the
--- older kit first, since they would go on writing as version 1 did.
+-- version 1 or 2 it migrates it to version 3 (version 3 only adds the quota tables; see
+-- "From version 1" below for what version 2 changed); stop the workers of the older kit first,
+-- since they would go on writing as their version did.
 
 BEGIN;
 
@@ -13,7 +14,7 @@ CREATE TABLE IF NOT EXISTS adk_schema_version (
     version    integer     NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
-INSERT INTO adk_schema_version (version) VALUES (2)
+INSERT INTO adk_schema_version (version) VALUES (3)
     ON CONFLICT (singleton) DO UPDATE
     SET version = EXCLUDED.version, applied_at = clock_timestamp()
     WHERE adk_schema_version.version < EXCLUDED.version;
@@ -95,6 +96,38 @@ CREATE TABLE IF NOT EXISTS adk_ledger_totals (
     run_id text   NOT NULL,
     spent  bigint NOT NULL,
     PRIMARY KEY (tenant, run_id)
+);
+
+-- Quotas (version 3). One row per scope that admissions lock (SELECT ... FOR UPDATE through an
+-- upsert) before they count, so concurrent admissions into a scope are taken one at a time.
+CREATE TABLE IF NOT EXISTS adk_quota_scopes (
+    tenant text NOT NULL,
+    scope  text NOT NULL,
+    PRIMARY KEY (tenant, scope)
+);
+
+-- The runs admitted into each scope, with the fence each was admitted under.
+CREATE TABLE IF NOT EXISTS adk_quota_admissions (
+    tenant text   NOT NULL,
+    scope  text   NOT NULL,
+    run_id text   NOT NULL,
+    fence  bigint NOT NULL,
+    PRIMARY KEY (tenant, scope, run_id)
+);
+
+-- A scope's budget per window: settled spend and open reservations. The row counts as absent
+-- once expires_at has passed on the server's clock (every write pushes it ttl ahead): the next
+-- write of the window starts it from zero, and the scope's writes delete its other expired rows.
+CREATE TABLE IF NOT EXISTS adk_quota_windows (
+    tenant          text        NOT NULL,
+    scope           text        NOT NULL,
+    window_key      text        NOT NULL,
+    spent_micros    bigint      NOT NULL CHECK (spent_micros >= 0),
+    spent_tokens    bigint      NOT NULL CHECK (spent_tokens >= 0),
+    reserved_micros bigint      NOT NULL CHECK (reserved_micros >= 0),
+    reserved_tokens bigint      NOT NULL CHECK (reserved_tokens >= 0),
+    expires_at      timestamptz NOT NULL,
+    PRIMARY KEY (tenant, scope, window_key)
 );
 
 -- From version 1: the columns version 2 changed or added in tables version 1 created. Each step

@@ -1,4 +1,4 @@
--- The agentrun SQLite schema, version 2 (the version is recorded in agentrun_schema).
+-- The agentrun SQLite schema, version 3 (the version is recorded in agentrun_schema).
 --
 -- The embedded default is a file the kit owns, so the kit applies this script itself when it
 -- opens a new file: every statement is idempotent and all of them run in one transaction. A file
@@ -86,4 +86,29 @@ CREATE TABLE IF NOT EXISTS agentrun_spent (
     run_id TEXT NOT NULL,
     micros INTEGER NOT NULL,
     PRIMARY KEY (tenant, run_id)
+) STRICT;
+
+-- Quotas (version 3): the runs admitted into each scope, with the fence each was admitted under.
+-- A scope's count is the number of its rows, read and written in one transaction.
+CREATE TABLE IF NOT EXISTS agentrun_quota_admissions (
+    tenant TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    fence INTEGER NOT NULL,
+    PRIMARY KEY (tenant, scope, run_id)
+) STRICT;
+
+-- A scope's budget per window: settled spend and open reservations, in micros and tokens. The
+-- row counts as absent once expires_us has passed on the database's clock (every write pushes
+-- it ttl ahead); the writes of a scope delete its expired rows.
+CREATE TABLE IF NOT EXISTS agentrun_quota_windows (
+    tenant TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    window_key TEXT NOT NULL,
+    spent_micros INTEGER NOT NULL CHECK (spent_micros >= 0),
+    spent_tokens INTEGER NOT NULL CHECK (spent_tokens >= 0),
+    reserved_micros INTEGER NOT NULL CHECK (reserved_micros >= 0),
+    reserved_tokens INTEGER NOT NULL CHECK (reserved_tokens >= 0),
+    expires_us INTEGER NOT NULL,
+    PRIMARY KEY (tenant, scope, window_key)
 ) STRICT;
