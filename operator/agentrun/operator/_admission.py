@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from agentrun._errors import AgentRunError, StaleFenceError
 from agentrun._leases import RunLease
 from agentrun._outcomes import Outcome
-from agentrun._quotas import Allowance, QuotaStore, Spending
+from agentrun._quotas import Allowance, QuotaStore, Spend, Spending
 from agentrun.operator._quota_resource import Budget, NamedQuota, window_key, window_start
 
 TENANT = "agentrun.dev/quotas"
@@ -62,13 +62,12 @@ def window_of(budget: Budget, now: datetime | None = None) -> str:
     return window_key(window_start(now or datetime.now(UTC), budget.window))
 
 
+SMALLEST = Spend(micros=1, tokens=1)
+
+
 def exhausted(spending: Spending, limit: Allowance) -> bool:
     """Whether nothing more can be reserved: spent and reserved reach a limit."""
-    micros = spending.spent.micros + spending.reserved.micros
-    tokens = spending.spent.tokens + spending.reserved.tokens
-    return (limit.micros is not None and micros >= limit.micros) or (
-        limit.tokens is not None and tokens >= limit.tokens
-    )
+    return not limit.leaves_room(spending, SMALLEST)
 
 
 class Place:
