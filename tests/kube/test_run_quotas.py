@@ -236,8 +236,13 @@ def test_a_spent_budget_pauses_runs_at_their_next_call_and_a_raised_one_carries_
     kube.kubectl("delete", "runquota", "pause")
 
 
-def test_a_spent_budget_queues_runs_that_have_not_started(kube: Kube, operators: Operators) -> None:
-    _quota(kube, "budget:\n  maxTokens: 300\nwhenSpent: Queue\n", name="queue")
+def test_a_spent_budget_queues_runs_that_have_not_started(
+    kube: Kube, operators: Operators, redis: RedisServer
+) -> None:
+    # The namespace's spend in this window so far (the other tests' runs) counts: 300 more.
+    _quota(kube, "budget:\n  maxTokens: 1000000\nwhenSpent: Queue\n", name="queue")
+    already = _spending(redis, kube, "queue").spent.tokens
+    _quota(kube, f"budget:\n  maxTokens: {already + 300}\nwhenSpent: Queue\n", name="queue")
     _create(kube, "early", 1)
     wait_for(
         "the first run to complete (its calls counted, not refused)",
