@@ -23,6 +23,7 @@ from agentrun._errors import (
     HistoryUnavailableError,
     IndeterminateToolCallError,
     NothingCheckpointedError,
+    QuotaSpentError,
     ResumeConflictError,
     RevisionMismatchError,
     RunLeaseError,
@@ -100,6 +101,11 @@ CASES: dict[type[AgentRunError], tuple[Callable[[], AgentRunError], Outcome, str
         lambda: BudgetExceededError(run_id=RUN, spent=900, charge=200, budget=1000),
         Outcome.BUDGET_EXCEEDED,
         "Raise the run's budget",
+    ),
+    QuotaSpentError: (
+        lambda: QuotaSpentError(run_id=RUN, budget="RunQuota team's budget for the window W"),
+        Outcome.QUOTA_SPENT,
+        "when the budget's window turns or the budget is raised",
     ),
     NothingCheckpointedError: (
         lambda: NothingCheckpointedError(run_id=RUN, tenant="acme"),

@@ -37,6 +37,8 @@ STABLE_REASONS = {
     Outcome.MAX_ITERATIONS: ("False", "Failed"),
     Outcome.DEADLINE_EXCEEDED: ("False", "Failed"),
     Outcome.SUSPENDED: ("Unknown", "Suspended"),
+    Outcome.QUEUED: ("Unknown", "Queued"),
+    Outcome.QUOTA_SPENT: ("Unknown", "QuotaSpent"),
     Outcome.AGENT_NOT_REGISTERED: ("Unknown", "AgentNotRegistered"),
     Outcome.AGENT_NOT_READY: ("Unknown", "AgentNotReady"),
     Outcome.TENANT_NOT_ALLOWED: ("False", "TenantNotAllowed"),

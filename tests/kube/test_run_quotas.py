@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from agentrun._quotas import Spending
 from tests.support.agentruns import get_run, run_manifest
 from tests.support.kube import Kube
 from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer
 
+from agentrun._quotas import Spending
 from agentrun.operator._admission import TENANT, window_of
 from agentrun.operator._quota_resource import parse_quota
 from agentrun.stores import open_backend
@@ -270,3 +270,30 @@ def test_a_spent_budget_queues_runs_that_have_not_started(
         90,
         operators.logs,
     )
+
+
+def test_lowering_the_quota_stops_no_run_and_starts_none_until_under_it(
+    kube: Kube, operators: Operators
+) -> None:
+    _quota(kube, "maxActiveRuns: 3\n", name="lower")
+    _create(kube, "wide", 3)
+
+    def held(prefix: str) -> int:
+        return sum(
+            bool((run["status"].get("lease") or {}).get("holder")) for run in _runs(kube, prefix)
+        )
+
+    wait_for("three runs at work", lambda: held("wide") == 3, 60, operators.logs)
+    _quota(kube, "maxActiveRuns: 1\n", name="lower")
+    _create(kube, "narrow", 2)
+    # The three at work go on; the two new ones wait while more than one is active.
+    while held("wide") > 1:
+        assert held("narrow") == 0, [run["status"] for run in _runs(kube, "narrow")]
+        time.sleep(0.2)
+    wait_for(
+        "every run to complete",
+        lambda: _count(kube, "wide", "Completed") + _count(kube, "narrow", "Completed") == 5,
+        120,
+        operators.logs,
+    )
+    kube.kubectl("delete", "runquota", "lower")

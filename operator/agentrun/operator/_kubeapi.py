@@ -226,10 +226,18 @@ class KubeApi:
     # -- a namespace's RunQuotas ------------------------------------------------------------
 
     async def list_quotas(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's RunQuotas; none where the cluster has no RunQuota CRD (an install
+        whose CRDs predate it): no quota can exist there."""
+
         def call() -> list[dict[str, Any]]:
-            listed = self._objects.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, QUOTA_PLURAL
-            )
+            try:
+                listed = self._objects.list_namespaced_custom_object(
+                    GROUP, VERSION, namespace, QUOTA_PLURAL
+                )
+            except ApiException as error:
+                if error.status == 404:
+                    return []
+                raise
             return [dict(each) for each in cast(dict[str, Any], listed).get("items") or []]
 
         return await self._off_loop(call)

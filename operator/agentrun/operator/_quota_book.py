@@ -19,6 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from agentrun._errors import ConfigurationError
 from agentrun.operator._quota_resource import NamedQuota, effective_quota
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,16 @@ class QuotaBook:
             self.changed(namespace)
 
     def known(self, namespace: str) -> NamedQuota | None:
-        """The namespace's quota as this replica knows it now, without asking anybody."""
+        """The namespace's quota as this replica knows it now, without asking anybody; None
+        too for one that does not parse (stored under an older CRD), which its runs' workers
+        report instead (``get``): the scheduler's choices do not stop on it."""
+        try:
+            return self._effective(namespace)
+        except ConfigurationError as error:
+            log.warning("%s", error)
+            return None
+
+    def _effective(self, namespace: str) -> NamedQuota | None:
         return effective_quota(list(self._quotas.get(namespace, {}).values()))
 
     def body(self, namespace: str, name: str) -> Mapping[str, Any] | None:
@@ -65,10 +75,15 @@ class QuotaBook:
         return self._quotas.get(namespace, {}).get(name)
 
     async def get(self, namespace: str) -> NamedQuota | None:
-        """The quota the namespace's runs are held to, or None if it has none."""
+        """The quota the namespace's runs are held to, or None if it has none.
+
+        Raises:
+            ConfigurationError: The quota honoured does not parse: no run of the namespace is
+                worked on unbounded because of it.
+        """
         if namespace not in self._quotas:
             asked_at = self._events
             listed = await self._read(namespace)
             if self._seen_at.get(namespace, -1) <= asked_at:  # else the watch's is newer
                 self._quotas[namespace] = {str(q["metadata"]["name"]): q for q in listed}
-        return self.known(namespace)
+        return self._effective(namespace)

@@ -1,6 +1,8 @@
 """Runs queued on their namespace's RunQuota, and which of them may go when places free.
 
-A run its quota had no place for shows ``Queued`` and waits holding nothing (``_admission``).
+A run its quota had no room for shows ``Queued`` (no place among the active runs, or the
+budget spent before it started: ``_admission``) or ``QuotaSpent`` (the budget spent before its
+next model call: ``_namespace_budget``), and waits holding nothing.
 Like every waiting run it costs no task, timer, request or store command of its own: the
 scheduler keeps its name under its namespace, in the order it was queued, and looks at the
 namespace, not at the run, when something can have freed a place:
@@ -14,7 +16,7 @@ namespace, not at the run, when something can have freed a place:
 One replica looks at a namespace: the one rendezvous hashing prefers for it (``_peers``), so
 that places are not handed out twice over. A look reads the places taken (one store command),
 frees those of runs the watch shows stopped under the fence they took it with, lets the first
-queued runs go, as many as there are places (their workers take them in the store, so a race
+queued runs go, as many as there are places (none while the window's budget is spent) (their workers take them in the store, so a race
 can only queue one again, never start one too many), and writes the quota's status when what
 it shows changed. Looks at one namespace come one at a time, at most one every ``SETTLE``:
 a burst of watch events makes one look, not one each.
@@ -188,8 +190,8 @@ class QuotaQueue:
         limit = None if quota is None else quota.spec.max_active_runs
         queued = sorted(self._queued.get(namespace, {}).items(), key=lambda each: each[1])
         at_work = self.at_work(namespace)
-        if limit is None:
-            free, active = len(queued), len(at_work)
+        if limit is None:  # no places: the runs the watch shows held are the active ones
+            free, active = len(queued), self._held(namespace)
         else:
             places = await self.context.backend.quotas.admitted(TENANT, namespace)
             for uid, fence in list(places.items()):
@@ -210,6 +212,9 @@ class QuotaQueue:
             self.wake(uid, namespace, name)
         if quota is not None:
             await self._show(namespace, quota, active, self.queued(namespace), spending)
+
+    def _held(self, namespace: str) -> int:
+        return sum(shown[0] == namespace and bool(shown[1]) for shown in self._shown.values())
 
     def _stopped(self, uid: str, fence: int) -> bool:
         """Whether the watch shows the run stopped under ``fence`` or later (its worker died

@@ -17,8 +17,12 @@ worker here, which waits for that run's lease to lapse and resumes it.
 
 A replica has room for ``capacity`` workers (``AGENTRUN_MAX_ACTIVE_RUNS``; 0 is no limit). Runs
 with work to do beyond it wait in a queue that holds only their latest watch view, and are
-taken in weighted fair order across namespaces (``FairQueue``), so a flood of runs in one
-namespace does not starve another.
+taken in weighted fair order across namespaces (``FairQueue``, each namespace weighted by its
+RunQuota's ``weight``), so a flood of runs in one namespace does not starve another.
+
+A run its namespace's RunQuota has no room for (``_admission``: no place among the active runs,
+or the budget spent) waits like any other, holding nothing; the ``QuotaQueue`` keeps it under its
+namespace and lets it go when room comes.
 """
 
 from __future__ import annotations

@@ -431,11 +431,9 @@ class RunWorker:
             return
         if outcome in QUOTA_REASONS:  # it waits on its quota: the scheduler lets it go
             self._on_quota = True
-        if isinstance(error, Queued):  # said once: a run woken and queued again says nothing
+        if isinstance(error, Queued):  # said once, and not over a holder that took it since
             place = self.queued_ahead(self.namespace) + 1
-            await self.report.show(
-                outcome, f"{error}; it is number {place} in the queue", once=True
-            )
+            await self._idle(outcome, f"{error}; it is number {place} in the queue")
             return
         await self.report.ended(outcome, str(error))
         if outcome is Outcome.HELD_ELSEWHERE:
