@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from agentrun._quotas import Spending
 from tests.support.agentruns import get_run, run_manifest
 from tests.support.kube import Kube
 from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer
 
+from agentrun._quotas import Spending
 from agentrun.operator._admission import TENANT, window_of
 from agentrun.operator._quota_resource import parse_quota
 from agentrun.stores import open_backend
