@@ -41,7 +41,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -275,25 +275,17 @@ class Watcher:
     """Follows every AgentRun of one namespace and notes when each was seen, leased and ended.
 
     ``ended`` is set the first time ``until`` says the run is where the phase wants it (for
-    example ``Succeeded=True``) or ``Succeeded=False`` (a failure, which the report shows) for
-    a reason not among ``waits`` (``Queued``, say: a run that waits its turn has not failed).
+    example ``Succeeded=True``) or ``Succeeded=False`` (a failure, which the report shows).
 
     ``held`` is the runs whose status names a lease holder in the latest state the watch showed,
     and ``most_held`` the most of them in any state it showed: the watch delivers every change
     of the namespace's runs in the API server's order, so that is the most at any instant.
     """
 
-    def __init__(
-        self,
-        bench: Bench,
-        namespace: str,
-        until: Callable[[dict[str, Any]], bool],
-        waits: Collection[str | None] = (),
-    ):
+    def __init__(self, bench: Bench, namespace: str, until: Callable[[dict[str, Any]], bool]):
         self.bench = bench
         self.namespace = namespace
         self.until = until
-        self.waits = waits
         self.runs: dict[str, RunTimes] = {}
         self.held: set[str] = set()
         self.most_held = 0
@@ -325,9 +317,7 @@ class Watcher:
                 succeeded = condition(body, "Succeeded")
                 if self.until(body):
                     run.ended, run.outcome = now, "ok"
-                elif (
-                    succeeded.get("status") == "False" and succeeded.get("reason") not in self.waits
-                ):
+                elif succeeded.get("status") == "False":
                     run.ended, run.outcome = now, str(succeeded.get("reason"))
 
     def _follow(self) -> None:

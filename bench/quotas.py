@@ -201,7 +201,7 @@ def phase_b(
 ) -> float:
     """B's ``runs`` timed from the first POST to the last ``Succeeded=True``; the seconds."""
     print(f"B {label}: {runs} runs of agent {AGENT}", flush=True)
-    with Watcher(bench, namespace, succeeded, waits=WAITING) as watcher:
+    with Watcher(bench, namespace, succeeded) as watcher:
         began = time.monotonic()
         post_runs(bench, namespace, runs, AGENT, CREATORS, prefix="b")
         watcher.wait(runs, began + budget, f"B {label}")
