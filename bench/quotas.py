@@ -261,6 +261,19 @@ class Sampler:
             self.seconds = time.monotonic() - began
 
 
+def standing(bench: Bench, namespace: str) -> tuple[str, str]:
+    """How many of the namespace's runs wait on its quota, are held, completed, or neither."""
+    runs = listed(bench, namespace)
+    queued = sum(reason(run) in WAITING and not held(run) for run in runs)
+    at_work = sum(held(run) for run in runs)
+    done = sum(succeeded(run) for run in runs)
+    return (
+        f"{queued} queued",
+        f"{at_work} at work, {done} completed, {len(runs) - queued - at_work - done} otherwise "
+        "(one listing from the API server)",
+    )
+
+
 def phase_beside(bench: Bench, table: Table, args: argparse.Namespace, alone: float) -> None:
     namespace = NAMESPACES["a"]
     print(
@@ -284,6 +297,7 @@ def phase_beside(bench: Bench, table: Table, args: argparse.Namespace, alone: fl
             f"{looked}/{args.runs_a} queued, at work or done; {CREATORS} concurrent POSTs "
             f"took {created:.0f} s",
         )
+        table.add(f"A as B's runs are created, {args.runs_a} runs", *standing(bench, namespace))
         beside = phase_b(
             bench, table, args.runs_b, NAMESPACES["beside"], f"beside A's {args.runs_a}",
             args.budget,

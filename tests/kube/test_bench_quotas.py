@@ -20,6 +20,7 @@ FIGURES = (
     "budget, 3 runs: overrun",
     "B alone: 2 runs created -> all Succeeded",
     "A, 12 runs: created -> each queued or at work",
+    "A as B's runs are created, 12 runs",
     "B beside A's 12: 2 runs created -> all Succeeded",
     "B beside A / B alone (2 runs)",
     "A's places in the store, most at once (cap 2)",
