@@ -12,7 +12,7 @@ export VENV
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: deps lock kube-tools cluster-tools images cluster-up cluster-down e2e e2e-kind demo-k8s \
-	test test-fast lint demo bench bench-operator bench-agents bench-peers bench-parked
+	test test-fast lint demo bench bench-operator bench-agents bench-peers bench-parked bench-quotas
 
 deps:
 	@bash hack/install-deps.sh
@@ -85,6 +85,11 @@ bench-operator: deps kube-tools
 # (BENCH_ARGS=--quick for a small form, or --parked 2000 --working 0 for the issue's figures).
 bench-parked: deps kube-tools
 	$(PYTHON) -m bench.parked_runs $(BENCH_ARGS)
+
+# A namespace's RunQuota: fair share beside a flooded namespace, the active-run cap sampled from the
+# store, a budget's overrun (BENCH_ARGS=--quick for a small form).
+bench-quotas: deps kube-tools
+	$(PYTHON) -m bench.quotas $(BENCH_ARGS)
 
 # A declared agent whose model answers after 1 s, beside one that answers at once.
 bench-agents: deps kube-tools

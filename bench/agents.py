@@ -8,7 +8,10 @@ measures is the operator's own cost — the API server, the store, kopf — not 
 * ``slow`` reserves, then waits ``SLOW_SECONDS`` in a read-only step, the step a replica is
   killed in for the takeover measurement (repeating it after the takeover is safe);
 * ``parked`` asks for an approval nobody gives, so its run stays alive, idle, for the memory
-  measurement.
+  measurement;
+* ``metered`` waits ``METERED_SECONDS`` twice, each time after a model call of ``CALL_USAGE``,
+  so that ``bench.quotas`` knows what every call costs a namespace's budget and its runs hold
+  their places long enough to be counted.
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ import asyncio
 
 from pydantic import JsonValue
 
+from agentrun import Usage
 from agentrun.runner import AgentDefinition, ScriptedProvider, tool
 from agentrun.runner._registry import RegisteredAgent
 from agentrun.runner._tools import Tool
 
 SLOW_SECONDS = 10.0
+METERED_SECONDS = 0.5
+CALL_USAGE = Usage(input_tokens=100, output_tokens=10)
+"""What each tool-calling turn of these agents uses; the closing answer uses half of it."""
 
 
 @tool(read_only=True)
@@ -52,7 +59,10 @@ async def refund(amount: int) -> str:
 def _turn(name: str, arguments: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return {
         "tool_calls": [{"name": name, "arguments": arguments}],
-        "usage": {"input_tokens": 100, "output_tokens": 10},
+        "usage": {
+            "input_tokens": CALL_USAGE.input_tokens,
+            "output_tokens": CALL_USAGE.output_tokens,
+        },
     }
 
 
@@ -88,3 +98,12 @@ slow = _agent(
     ],
 )
 parked = _agent("parked", (refund,), [_turn("refund", {"amount": 42}), DONE])
+metered = _agent(
+    "metered",
+    (wait_for_confirmation,),
+    [
+        _turn("wait_for_confirmation", {"seconds": METERED_SECONDS}),
+        _turn("wait_for_confirmation", {"seconds": METERED_SECONDS}),
+        DONE,
+    ],
+)

@@ -276,6 +276,10 @@ class Watcher:
 
     ``ended`` is set the first time ``until`` says the run is where the phase wants it (for
     example ``Succeeded=True``) or ``Succeeded=False`` (a failure, which the report shows).
+
+    ``held`` is the runs whose status names a lease holder in the latest state the watch showed,
+    and ``most_held`` the most of them in any state it showed: the watch delivers every change
+    of the namespace's runs in the API server's order, so that is the most at any instant.
     """
 
     def __init__(self, bench: Bench, namespace: str, until: Callable[[dict[str, Any]], bool]):
@@ -283,6 +287,8 @@ class Watcher:
         self.namespace = namespace
         self.until = until
         self.runs: dict[str, RunTimes] = {}
+        self.held: set[str] = set()
+        self.most_held = 0
         self.lock = threading.Lock()
         self.closing = threading.Event()
         self.thread = threading.Thread(target=self._follow, daemon=True)
@@ -301,6 +307,11 @@ class Watcher:
             status = body.get("status") or {}
             if run.leased is None and status.get("lease"):
                 run.leased = now
+            if (status.get("lease") or {}).get("holder"):
+                self.held.add(name)
+                self.most_held = max(self.most_held, len(self.held))
+            else:
+                self.held.discard(name)
             run.resumes = int(status.get("resumeCount") or 0)
             if run.ended is None:
                 succeeded = condition(body, "Succeeded")
@@ -318,6 +329,8 @@ class Watcher:
                     objects.list_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL),
                 )
                 now = time.monotonic()
+                with self.lock:
+                    self.held.clear()  # the listing is the whole state: a run gone is not held
                 for item in listed["items"]:
                     self._see(item, now)
                 stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
