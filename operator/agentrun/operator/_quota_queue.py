@@ -16,10 +16,11 @@ namespace, not at the run, when something can have freed a place:
 One replica looks at a namespace: the one rendezvous hashing prefers for it (``_peers``), so
 that places are not handed out twice over. A look reads the places taken (one store command),
 frees those of runs the watch shows stopped under the fence they took it with, lets the first
-queued runs go, as many as there are places (none while the window's budget is spent) (their workers take them in the store, so a race
-can only queue one again, never start one too many), and writes the quota's status when what
-it shows changed. Looks at one namespace come one at a time, at most one every ``SETTLE``:
-a burst of watch events makes one look, not one each.
+queued runs go, as many as there are places, none while the window's budget is spent (their
+workers take the places in the store, so a race can only queue one again, never start one too
+many), and writes the quota's status when what it shows changed. Looks at one namespace come
+one at a time, at most one every ``SETTLE``: a burst of watch events makes one look, not one
+each.
 """
 
 from __future__ import annotations

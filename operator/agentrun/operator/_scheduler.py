@@ -45,6 +45,7 @@ from agentrun.operator._answers import waiting_on_people
 from agentrun.operator._claims import ours
 from agentrun.operator._conditions import find, is_terminal
 from agentrun.operator._context import OperatorContext
+from agentrun.operator._heartbeat import Heartbeat
 from agentrun.operator._news import News
 from agentrun.operator._quota_queue import WAITING as QUOTA_WAITS
 from agentrun.operator._quota_queue import QuotaQueue
@@ -167,6 +168,8 @@ class Scheduler:
         """The runs the watch shows another replica holding, by holder: their namespace and
         name."""
         self._held_by: dict[str, str] = {}
+        self._beating: dict[str, float] = {}
+        """When each other replica's heartbeat was last found beating (``time.monotonic``)."""
         self._on_agent: dict[Key, dict[str, tuple[str, str]]] = {}
         """Runs waiting for their Agent, by the Agent: their namespace and name."""
         self._agent_of: dict[str, Key] = {}
@@ -328,16 +331,19 @@ class Scheduler:
 
     def _deferred_due(self, uid: str) -> None:
         """Take the run up, unless its preferred replica shows signs of life (the watch showed
-        it hold a run within a poll interval): a busy replica's claim and lease show late, and
-        taking the run then only races it. That patience lasts a lease TTL at most (as long as
-        a holder that died keeps a run waiting), and only a poll interval where replicas have
-        a limit on their runs (the preferred one may be full)."""
+        it hold a run, or its heartbeat was found beating, within two poll intervals): a busy
+        replica's claim and lease show late, and taking the run then only races it. That
+        patience lasts a lease TTL at most (as long as a holder that died keeps a run waiting),
+        and only a poll interval where replicas have a limit on their runs (the preferred one
+        may be full)."""
         body, _, since = self._deferred.pop(uid)
         if uid in self._drives or not self._wants(body):
             return
         config, peers = self.context.config, self.context.peers
         now = time.monotonic()
-        alive = now - peers.last_seen(peers.preferred(uid)) < config.poll_interval
+        preferred = peers.preferred(uid)
+        seen = max(peers.last_seen(preferred), self._beating.get(preferred, 0.0))
+        alive = now - seen < 2 * config.poll_interval
         if alive and not self.capacity and now - since < config.lease_ttl:
             self._defer(uid, body, since)
         else:
@@ -466,6 +472,8 @@ class Scheduler:
         heartbeat = self.context.heartbeat
         while not self._stopping:
             await asyncio.sleep(self.context.config.poll_interval)
+            if self._deferred:  # whether the replicas they wait on still beat
+                await self._ask_beating(heartbeat)
             for holder in list(self._holders):
                 try:
                     alive = await heartbeat.alive(holder)
@@ -483,6 +491,21 @@ class Scheduler:
                         drive.dirty = True
                         continue
                     self._start(uid, None, namespace, name)
+
+    async def _ask_beating(self, heartbeat: Heartbeat) -> None:
+        """Note each other replica whose heartbeat beats: runs deferred to one of them wait
+        for its claim (``_deferred_due``) even when the watch has not shown it hold a run
+        lately, as on a loaded machine, where its claims show late. One store command a
+        replica a poll interval, and only while runs are deferred."""
+        for peer in self.context.peers.live():
+            if peer == self.me:
+                continue
+            try:
+                if await heartbeat.alive(peer):
+                    self._beating[peer] = time.monotonic()
+            except Exception as error:  # the store away: the watch's signs alone
+                self.log.warning("could not ask whether %s is alive: %s", peer, error)
+                return
 
     # -- stopping ----------------------------------------------------------------------------
 
