@@ -257,7 +257,11 @@ def test_without_crds_keep_uninstall_removes_the_crd_once_the_runs_are_gone(
 ) -> None:
     """Reinstalled under the same name, the release takes the kept CRD back; upgraded to
     crds.keep=false, its uninstall deletes the CRD, and with the runs deleted first nothing
-    waits on a finalizer."""
+    waits on a finalizer. (The test before uninstalls the module's release; run on its own, or
+    after that test stopped short, this one uninstalls it first, which keeps the CRD.)"""
+    installed.helm(
+        helm_binary(), "uninstall", RELEASE, "--ignore-not-found", "--wait", "--timeout=60s"
+    )
     installed.helm(helm_binary(), "install", RELEASE, str(CHART), "--set", f"store.url={redis.url}")
     installed.helm(
         helm_binary(), "upgrade", RELEASE, str(CHART), "--reuse-values", "--set", "crds.keep=false"
