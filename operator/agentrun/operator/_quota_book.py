@@ -41,6 +41,10 @@ class QuotaBook:
         """Watch events so far: a list that began before one of the namespace does not
         overwrite it."""
         self._seen_at: dict[str, int] = {}
+        self._parsed: dict[str, NamedQuota | ConfigurationError | None] = {}
+        """Each namespace's quota as parsed since its quotas last changed (or why it does not
+        parse): asked at every watch event that frees a place and at every fair-queue take,
+        parsed once."""
 
     def seen(self, event_type: str, body: Mapping[str, Any]) -> None:
         """A watch event of a RunQuota."""
@@ -52,6 +56,7 @@ class QuotaBook:
             quotas.pop(name, None)
         else:
             quotas[name] = dict(body)
+        self._parsed.pop(namespace, None)
         self._events += 1
         self._seen_at[namespace] = self._events
         if self.known(namespace) != before:
@@ -61,14 +66,23 @@ class QuotaBook:
         """The namespace's quota as this replica knows it now, without asking anybody; None
         too for one that does not parse (stored under an older CRD), which its runs' workers
         report instead (``get``): the scheduler's choices do not stop on it."""
-        try:
-            return self._effective(namespace)
-        except ConfigurationError as error:
-            log.warning("%s", error)
-            return None
+        parsed = self._parse(namespace)
+        return None if isinstance(parsed, ConfigurationError) else parsed
 
     def _effective(self, namespace: str) -> NamedQuota | None:
-        return effective_quota(list(self._quotas.get(namespace, {}).values()))
+        parsed = self._parse(namespace)
+        if isinstance(parsed, ConfigurationError):
+            raise ConfigurationError(str(parsed))
+        return parsed
+
+    def _parse(self, namespace: str) -> NamedQuota | ConfigurationError | None:
+        if namespace not in self._parsed:
+            try:
+                self._parsed[namespace] = effective_quota(self._quotas.get(namespace, {}).values())
+            except ConfigurationError as error:
+                log.warning("%s", error)  # once, until the namespace's quotas change
+                self._parsed[namespace] = error
+        return self._parsed[namespace]
 
     def body(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The quota as the watch last showed it (its status, for the scheduler's summary)."""
@@ -86,4 +100,5 @@ class QuotaBook:
             listed = await self._read(namespace)
             if self._seen_at.get(namespace, -1) <= asked_at:  # else the watch's is newer
                 self._quotas[namespace] = {str(q["metadata"]["name"]): q for q in listed}
+                self._parsed.pop(namespace, None)
         return self._effective(namespace)
