@@ -93,6 +93,9 @@ class QuotaQueue:
         self._shown: dict[str, tuple[str, str | None, int | None]] = {}
         """Every run the watch shows: its namespace, holder and the fence its status names."""
         self._looking: set[str] = set()
+        self._looks_at_work: set[asyncio.Task[None]] = set()
+        """The looks under way: held here, or the loop (which keeps only weak references to
+        its tasks) may collect one mid-look; cancelled at ``stop``."""
         self._again: set[str] = set()
         self._started = time.monotonic()
         self._sweeper: asyncio.Task[None] | None = None
@@ -152,6 +155,8 @@ class QuotaQueue:
     def stop(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
+        for look in self._looks_at_work:
+            look.cancel()
 
     async def _sweep(self) -> None:
         while True:
@@ -170,7 +175,9 @@ class QuotaQueue:
             self._again.add(namespace)
             return
         self._looking.add(namespace)
-        self.spawn(self._looks(namespace), f"quota {namespace}")
+        look = self.spawn(self._looks(namespace), f"quota {namespace}")
+        self._looks_at_work.add(look)
+        look.add_done_callback(self._looks_at_work.discard)
 
     async def _looks(self, namespace: str) -> None:
         try:
