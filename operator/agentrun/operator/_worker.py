@@ -241,9 +241,13 @@ class RunWorker:
             held = await self.context.backend.leases.held(self.tenant, self.run_id)
             if held is not None:
                 mine = held.holder == self.context.config.worker_id  # a release that failed
-                if not mine and await self.context.heartbeat.alive(held.holder):
+                if (
+                    not mine
+                    and not self._letting_go(held)
+                    and await self.context.heartbeat.alive(held.holder)
+                ):
                     return  # the holder's to run and to report on
-                await self._wait_for_lease()  # a holder that died: its lease lapses
+                await self._wait_for_lease()  # a holder that died, or lets go: it lapses or goes
                 continue
             try:  # an Agent resource of that name, else one in the image (agent_resolver)
                 resolved = await self.context.resolver.resolve(self.namespace, spec.agent)
@@ -453,6 +457,14 @@ class RunWorker:
             await self._wait(wait)
         elif not outcome.conditions:  # nothing said it: a failure nobody planned for
             raise error
+
+    def _letting_go(self, held: RunLease) -> bool:
+        """Whether ``held``'s holder has written its last status (its fence, no holder named)
+        and is about to let the lease go: a holder clears itself from the status first. Left to
+        it, the run would be nobody's: the watch shows it held by nobody, so no replica waits
+        for its holder to stop beating, and its release brings no event."""
+        holder, fence = self._lease_shown()
+        return holder is None and fence == held.fence
 
     def _lease_shown(self) -> tuple[object, object]:
         """The holder and fence the watch shows in the run's status."""
