@@ -12,8 +12,6 @@ import json
 import re
 import signal
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -198,16 +196,9 @@ def _events(kube: Kube, name: str) -> list[dict[str, Any]]:
 
 def _runs_gauge(replica: Replica) -> dict[str, float]:
     """``agentrun_runs`` as one replica reports it, by reason; nothing yet from a replica an
-    earlier test restarted that is still starting (its metrics port not listening yet)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{replica.metrics_port}/metrics") as answer:
-            text = answer.read().decode()
-    except urllib.error.URLError as error:
-        if not isinstance(error.reason, ConnectionRefusedError):
-            raise
-        return {}
+    earlier test restarted that is still starting."""
     found: dict[str, float] = {}
-    for line in text.splitlines():
+    for line in replica.metrics().splitlines():
         if match := re.match(r'agentrun_runs\{reason="([^"]+)"\} (\S+)', line):
             found[match[1]] = float(match[2])
     return found

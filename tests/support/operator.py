@@ -50,6 +50,23 @@ class Replica:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def watching(self) -> bool:
+        """Whether the replica has started (slow on a loaded machine) and watches AgentRuns."""
+        return "Starting the watch-stream for agentruns." in self.output()
+
+    def metrics(self) -> str:
+        """This replica's metrics over plain HTTP (test replicas serve them so unless
+        ``AGENTRUN_METRICS_SECURE`` says otherwise); empty while it is still starting, its port
+        not listening yet."""
+        try:
+            url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                return str(answer.read().decode())
+        except urllib.error.URLError as error:
+            if not isinstance(error.reason, ConnectionRefusedError):
+                raise
+            return ""
+
     def scrape(
         self, token: str = "", path: str = "/metrics", ca: Path | None = None
     ) -> tuple[int, str]:
