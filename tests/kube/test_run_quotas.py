@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import textwrap
 import threading
 import time
@@ -55,6 +56,19 @@ def _reason(run: dict[str, Any]) -> str | None:
 
 def _count(kube: Kube, prefix: str, reason: str) -> int:
     return sum(_reason(run) == reason for run in _runs(kube, prefix))
+
+
+def _quota_metrics(operators: Operators, namespace: str, quota: str) -> list[dict[str, float]]:
+    """Each replica's ``agentrun_quota_*`` gauges of the quota, by name without the prefix."""
+    sample = re.compile(
+        rf'^agentrun_quota_(\w+)\{{namespace="{re.escape(namespace)}",'
+        rf'runquota="{re.escape(quota)}"\}} (\S+)$',
+        re.MULTILINE,
+    )
+    return [
+        {name: float(value) for name, value in sample.findall(replica.metrics())}
+        for replica in operators.replicas
+    ]
 
 
 def _create(kube: Kube, prefix: str, count: int, agent: str = "patient") -> None:
@@ -121,6 +135,16 @@ def test_runs_over_the_quota_wait_queued_and_start_in_order(
         assert "in the queue" in message, message
         # Waiting, a queued run holds no lease and has made no call.
         assert all(not (run["status"].get("lease") or {}).get("holder") for run in queued)
+        # Every replica shows the quota as its status does, the one that writes it or not.
+        wait_for(
+            "every replica's metrics to show runs queued on the quota",
+            lambda: all(
+                shown.get("queued_runs", 0) >= 1 and shown.get("max_active_runs") == 2
+                for shown in _quota_metrics(operators, kube.namespace, "team")
+            ),
+            15,
+            operators.logs,
+        )
         wait_for(
             "every run to complete",
             lambda: _count(kube, "capped", "Completed") == RUNS,
@@ -146,7 +170,20 @@ def test_runs_over_the_quota_wait_queued_and_start_in_order(
         operators.logs,
     )
     assert quota["status"]["activeSummary"].endswith("/2")
+    idle = {"active_runs": 0.0, "max_active_runs": 2.0, "queued_runs": 0.0}
+    wait_for(
+        "every replica's metrics to show nothing active or queued",
+        lambda: _quota_metrics(operators, kube.namespace, "team") == [idle, idle],
+        15,
+        operators.logs,
+    )
     kube.kubectl("delete", "runquota", "team")
+    wait_for(
+        "the deleted quota to leave every replica's metrics",
+        lambda: _quota_metrics(operators, kube.namespace, "team") == [{}, {}],
+        15,
+        operators.logs,
+    )
 
 
 def test_raising_then_deleting_the_quota_lets_queued_runs_go(
@@ -222,6 +259,15 @@ def test_a_spent_budget_pauses_runs_at_their_next_call_and_a_raised_one_carries_
     assert spent.spent.tokens <= 500 + 3 * CALL_TOKENS, spent
     assert spent.reserved.tokens == 0, spent  # every reservation settled
     assert _count(kube, "paused", "Completed") < 3
+    wait_for(
+        "every replica's metrics to show the budget and what is spent of it",
+        lambda: all(
+            shown.get("budget_tokens") == 500 and shown.get("spent_tokens") == spent.spent.tokens
+            for shown in _quota_metrics(operators, kube.namespace, "pause")
+        ),
+        15,
+        operators.logs,
+    )
     _quota(kube, "budget:\n  maxTokens: 100000\nwhenSpent: Pause\n", name="pause")
     wait_for(
         "the paused runs to carry on and complete",

@@ -89,7 +89,11 @@ async def agent_seen(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: A
 
 @kopf.on.event(GROUP, VERSION, QUOTA_PLURAL)
 async def quota_seen(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
-    memo.context.quotas.seen(str(event.get("type")), body)
+    kind, meta = str(event.get("type")), body["metadata"]
+    memo.context.quotas.seen(kind, body)
+    memo.context.metrics.quota_is(
+        str(meta["namespace"]), str(meta["name"]), None if kind == "DELETED" else body
+    )
 
 
 @kopf.timer(GROUP, VERSION, AGENT_PLURAL, interval=TICK, backoff=RETRY_AFTER)

@@ -5,14 +5,30 @@ so each reports the same numbers: aggregate with ``max``, not ``sum``), how
 attempts at runs ended (by ``Outcome``), resumes, undecidable calls, checkpoint sizes, refusals
 and write latency, lease acquisitions and losses, and how long fenced status writes take and
 Kubernetes calls wait for a thread of ``KubeApi``'s pool (what says that pool is too small).
-``metrics_server`` serves them.
+Each RunQuota's limits and what its status shows (active and queued runs, spent budget), again
+from the watch, the same on every replica. ``metrics_server`` serves them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 SIZE_BUCKETS = (1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
+QUOTA_GAUGES = {
+    "agentrun_quota_active_runs": ("Runs of the namespace doing work", "status", "active"),
+    "agentrun_quota_max_active_runs": ("The most runs active at once", "spec", "maxActiveRuns"),
+    "agentrun_quota_queued_runs": ("Runs of the namespace waiting for a place", "status", "queued"),
+    "agentrun_quota_spent_micros": ("Cost spent in the budget's window", "status", "spentMicros"),
+    "agentrun_quota_budget_micros": ("Cost allowed a window", "budget", "maxCostMicros"),
+    "agentrun_quota_spent_tokens": ("Tokens spent in the budget's window", "status", "spentTokens"),
+    "agentrun_quota_budget_tokens": ("Tokens allowed a window", "budget", "maxTokens"),
+}
+"""Each RunQuota gauge: its help, and where in the RunQuota its value is (``budget``: its spec's
+budget)."""
+
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 """Seconds, from a millisecond: a status write on a quiet API server takes a few."""
 
@@ -77,6 +93,10 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.quota_gauges = {
+            name: Gauge(name, text, ["namespace", "runquota"], registry=r)
+            for name, (text, _, _) in QUOTA_GAUGES.items()
+        }
         self._reasons: dict[str, str] = {}
         self._counts: dict[str, int] = {}
 
@@ -100,3 +120,26 @@ class Metrics:
         if reason is not None:
             self._counts[reason] = self._counts.get(reason, 0) + 1
             self.runs.labels(reason=reason).set(self._counts[reason])
+
+    def quota_is(self, namespace: str, name: str, body: Mapping[str, Any] | None) -> None:
+        """Show a RunQuota as the watch shows it (None: it is gone). A field it does not set, or
+        does not hold a number in (one stored under an older CRD), has no sample."""
+        spec = _mapping(body, "spec")
+        parts = {
+            "spec": spec,
+            "status": _mapping(body, "status"),
+            "budget": _mapping(spec, "budget"),
+        }
+        for gauge_name, (_, part, key) in QUOTA_GAUGES.items():
+            gauge = self.quota_gauges[gauge_name]
+            value = parts[part].get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                gauge.labels(namespace=namespace, runquota=name).set(value)
+            else:
+                gauge.remove(namespace, name)
+
+
+def _mapping(within: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
+    """``within[key]`` if it is a mapping, else an empty one."""
+    value = (within or {}).get(key)
+    return value if isinstance(value, Mapping) else {}
