@@ -160,21 +160,26 @@ def agent_manifest(urls: dict[str, str]) -> str:
 
 # -- the replicas' histograms --------------------------------------------------------------------
 
-BUCKET = re.compile(r'^(?P<name>\w+)_bucket\{le="(?P<le>[^"]+)"\} (?P<value>\S+)$')
+BUCKET = re.compile(r"^(?P<name>\w+)_bucket\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
-def histograms(bench: Bench) -> dict[str, Counter[float]]:
-    """Each histogram of ``HISTOGRAMS`` as cumulative counts by upper bound, summed over the
-    replicas."""
-    found: dict[str, Counter[float]] = {name: Counter() for name in HISTOGRAMS}
+def histograms(bench: Bench) -> dict[tuple[str, str], Counter[float]]:
+    """Each histogram of ``HISTOGRAMS`` as cumulative counts by upper bound, by its lane
+    (``KubeApi``'s: a lease holder's calls or others), summed over the replicas."""
+    found: dict[tuple[str, str], Counter[float]] = {}
     for replica in bench.replicas.values():
         url = f"http://127.0.0.1:{replica.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as response:
             text = response.read().decode()
         for line in text.splitlines():
             matched = BUCKET.match(line)
-            if matched and matched["name"] in found:
-                found[matched["name"]][float(matched["le"])] += int(float(matched["value"]))
+            if matched and matched["name"] in HISTOGRAMS:
+                labels = dict(LABEL.findall(matched["labels"]))
+                key = (matched["name"], labels.get("lane", ""))
+                found.setdefault(key, Counter())[float(labels["le"])] += int(
+                    float(matched["value"])
+                )
     return found
 
 
@@ -271,7 +276,7 @@ def phase(
                 # Fresh processes: what they hold before their watches bring the runs in.
                 idle = {name: rss_kib(r.process.pid) for name, r in bench.replicas.items()}
                 usage = Usage.start(bench, extra={"fake endpoints": fake.pid}, fresh=REPLICAS)
-                before = {name: Counter() for name in HISTOGRAMS}
+                before = {}
             watcher.wait(
                 count, began + budget, f"{label}, {count} runs", lambda: peak.sample(bench, fake)
             )
@@ -301,11 +306,12 @@ def phase(
         f"{peak.in_flight}",
         "counted by the fake model server",
     )
-    for name, title in zip(HISTOGRAMS, ("status patch", "wait for a kube thread"), strict=True):
-        observed = delta(after[name], before[name])
+    titles = dict(zip(HISTOGRAMS, ("status patch", "wait for a kube thread"), strict=True))
+    for name, lane in sorted(after, key=lambda key: (HISTOGRAMS.index(key[0]), key[1])):
+        observed = delta(after[name, lane], before.get((name, lane), Counter()))
         total = observed[max(observed)] if observed else 0
         table.add(
-            f"{label}: {title} p50 / p99",
+            f"{label}: {titles[name]}{f' ({lane})' if lane else ''} p50 / p99",
             f"{milliseconds(quantile(observed, 0.5))} / "
             f"{milliseconds(quantile(observed, 0.99))} ms",
             f"{total} observed over both replicas ({name})",

@@ -16,7 +16,7 @@ from kubernetes.config import new_client_from_config
 from tests.support.agentruns import apply_run
 from tests.support.kube import Kube
 
-from agentrun.operator._kubeapi import KubeApi
+from agentrun.operator._kubeapi import KubeApi, Lane
 from agentrun.operator._metrics import Metrics
 
 BLOCKED_FOR = 3.0
@@ -68,6 +68,42 @@ def test_status_patches_and_each_wait_for_a_thread_are_timed(kube: Kube) -> None
 
     asyncio.run(patch())
     sample = metrics.registry.get_sample_value
-    assert sample("agentrun_status_write_seconds_count") == 1
-    assert 0 < (sample("agentrun_status_write_seconds_sum") or 0) < 5
-    assert sample("agentrun_kube_pool_wait_seconds_count") == 2
+    other = {"lane": "other"}
+    assert sample("agentrun_status_write_seconds_count", other) == 1
+    assert 0 < (sample("agentrun_status_write_seconds_sum", other) or 0) < 5
+    assert sample("agentrun_kube_pool_wait_seconds_count", other) == 2
+
+
+def test_a_holders_status_write_goes_before_the_starts_queued_ahead_of_it(kube: Kube) -> None:
+    """With every thread busy and reads for runs that have not started queued, a lease holder's
+    write takes the next free thread: it waits for one call, not for the whole queue."""
+    apply_run(kube, "held", "nobody")
+    order: list[str] = []
+
+    async def race() -> None:
+        api = KubeApi(new_client_from_config(config_file=str(kube.kubeconfig)), threads=1)  # type: ignore[no-untyped-call]
+        try:
+            busy = asyncio.create_task(api._off_loop(lambda: time.sleep(0.5)))
+            await asyncio.sleep(0.1)  # the one thread taken
+
+            async def start(index: int) -> None:
+                await api.get(kube.namespace, "held")
+                order.append(f"start {index}")
+
+            async def write() -> None:
+                await api.patch_status(
+                    kube.namespace,
+                    "held",
+                    [{"op": "add", "path": "/status", "value": {"iteration": 1}}],
+                    Lane.HOLDER,
+                )
+                order.append("write")
+
+            starts = [asyncio.create_task(start(i)) for i in range(5)]
+            await asyncio.sleep(0.05)  # queued before the write
+            await asyncio.gather(busy, write(), *starts)
+        finally:
+            api.close()
+
+    asyncio.run(race())
+    assert order == ["write", *(f"start {i}" for i in range(5))], order

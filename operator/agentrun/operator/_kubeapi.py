@@ -11,19 +11,30 @@ That client blocks, so its calls run in a thread pool of their own (``THREADS``)
 event loop's default executor: whatever else a process puts there (a tool's blocking work, a
 library's DNS lookups) cannot make a fenced status write wait, and a slow Kubernetes call cannot
 hold up anything else. The client's connection pool is sized to the thread pool, so a thread never
-waits for a connection either. Given ``Metrics``, it times every status patch and each call's wait
-for a thread (``agentrun_status_write_seconds``, ``agentrun_kube_pool_wait_seconds``): what says
-whether the pool is big enough.
+waits for a connection either.
+
+The pool's threads go to two lanes (``Lane``): the calls of runs at work (a lease holder's fenced
+status writes, the Secrets its model calls need) take a free thread before any call that starts
+work (a claim, the reads before a first lease). When 1,000 runs start at once, the starts queue,
+not the writes of the runs already going: a queue in front of the pool serves the holder's lane
+first, so a status write waits for the next thread to free, not for every start queued before it.
+The runs waiting to start wait a little longer; they hold nothing yet.
+
+Given ``Metrics``, it times every status patch and each call's wait for a thread, by lane
+(``agentrun_status_write_seconds``, ``agentrun_kube_pool_wait_seconds``): what says whether the
+pool is big enough.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import os
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -59,6 +70,52 @@ THREADS = 32
 T = TypeVar("T")
 
 
+class Lane(enum.Enum):
+    """Whose call it is, which decides who gets the next free thread."""
+
+    HOLDER = "holder"
+    """A run at work: its holder's status writes, the Secrets its calls need."""
+    OTHER = "other"
+    """Everything else: claims, the reads before a run's first lease, quotas."""
+
+
+class _Threads:
+    """The pool's threads, each handed to one call at a time, the holder's lane first.
+
+    A call waits here, on the event loop, rather than in the pool's own queue (first come,
+    first served), and is given its thread only once one is free, so it never waits behind
+    another lane's call that came earlier."""
+
+    def __init__(self, count: int) -> None:
+        self._free = count
+        self._waiting: dict[Lane, deque[asyncio.Future[None]]] = {lane: deque() for lane in Lane}
+
+    async def take(self, lane: Lane) -> None:
+        if self._free:
+            self._free -= 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting[lane].append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.give()  # handed a thread as it was cancelled: the next call's
+            else:
+                self._waiting[lane].remove(waiter)
+            raise
+
+    def give(self) -> None:
+        for lane in Lane:  # the holder's lane first
+            queue = self._waiting[lane]
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return
+        self._free += 1
+
+
 def _load(threads: int) -> client.ApiClient:
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config()  # type: ignore[no-untyped-call]
@@ -81,6 +138,7 @@ class KubeApi:
         self._objects = client.CustomObjectsApi(self._client)
         self._core = client.CoreV1Api(self._client)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kubeapi")
+        self._threads = _Threads(threads)
 
     @property
     def api_client(self) -> client.ApiClient:
@@ -88,18 +146,24 @@ class KubeApi:
         (``scrape_reviews``)."""
         return self._client
 
-    async def _off_loop(self, call: Callable[[], T]) -> T:
-        """``call`` in this client's own threads (see the module's notes)."""
-        if self._metrics is None:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, call)
-        waiting = self._metrics.kube_pool_wait_seconds
+    async def _off_loop(self, call: Callable[[], T], lane: Lane = Lane.OTHER) -> T:
+        """``call`` in this client's own threads, once ``lane`` is given one (see the module's
+        notes). The thread is handed on when the call returns, not when its caller stops
+        waiting: a cancelled caller's call still holds its thread until it is done."""
+        loop = asyncio.get_running_loop()
         asked = time.monotonic()
-
-        def timed() -> T:
-            waiting.observe(time.monotonic() - asked)
-            return call()
-
-        return await asyncio.get_running_loop().run_in_executor(self._pool, timed)
+        await self._threads.take(lane)
+        if self._metrics is not None:
+            self._metrics.kube_pool_wait_seconds.labels(lane=lane.value).observe(
+                time.monotonic() - asked
+            )
+        try:
+            running: Future[T] = self._pool.submit(call)
+        except BaseException:
+            self._threads.give()
+            raise
+        running.add_done_callback(lambda _: loop.call_soon_threadsafe(self._threads.give))
+        return await asyncio.wrap_future(running)
 
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._get_custom(PLURAL, namespace, name)
@@ -123,10 +187,14 @@ class KubeApi:
         return await self._off_loop(call)
 
     async def patch_status(
-        self, namespace: str, name: str, operations: list[dict[str, Any]]
+        self,
+        namespace: str,
+        name: str,
+        operations: list[dict[str, Any]],
+        lane: Lane = Lane.OTHER,
     ) -> dict[str, Any]:
         """Apply a JSON patch to the status subresource and return the object as patched;
-        ``Rejected`` if a test fails."""
+        ``Rejected`` if a test fails. ``Lane.HOLDER`` for a lease holder's writes."""
 
         def call() -> dict[str, Any]:
             try:
@@ -141,10 +209,12 @@ class KubeApi:
 
         asked = time.monotonic()
         try:
-            return await self._off_loop(call)
+            return await self._off_loop(call, lane)
         finally:
             if self._metrics is not None:
-                self._metrics.status_write_seconds.observe(time.monotonic() - asked)
+                self._metrics.status_write_seconds.labels(lane=lane.value).observe(
+                    time.monotonic() - asked
+                )
 
     async def patch_object(
         self, namespace: str, name: str, operations: list[dict[str, Any]]
@@ -207,7 +277,8 @@ class KubeApi:
         return await self._get_custom(AGENT_PLURAL, namespace, name)
 
     async def secret(self, namespace: str, name: str) -> StoredSecret | None:
-        """The Secret's data and annotations; None if there is none."""
+        """The Secret's data and annotations; None if there is none. In the holder's lane: a
+        run at work waits on it for its next call."""
 
         def call() -> StoredSecret | None:
             try:
@@ -221,7 +292,7 @@ class KubeApi:
                 annotations=dict((found.metadata and found.metadata.annotations) or {}),
             )
 
-        return await self._off_loop(call)
+        return await self._off_loop(call, Lane.HOLDER)
 
     # -- a namespace's RunQuotas ------------------------------------------------------------
 

@@ -83,13 +83,15 @@ class Metrics:
         self.status_write_seconds = Histogram(
             "agentrun_status_write_seconds",
             "Time of each status patch, from asking to the API server's answer (thread wait "
-            "included)",
+            "included), by lane: a lease holder's writes, or others (claims)",
+            ["lane"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
         self.kube_pool_wait_seconds = Histogram(
             "agentrun_kube_pool_wait_seconds",
-            "Time each Kubernetes call waited for a thread of the operator's pool",
+            "Time each Kubernetes call waited for a thread of the operator's pool, by lane",
+            ["lane"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )

@@ -50,7 +50,7 @@ from agentrun.operator._conditions import (
     is_terminal,
     set_condition,
 )
-from agentrun.operator._kubeapi import KubeApi, Rejected
+from agentrun.operator._kubeapi import KubeApi, Lane, Rejected
 from agentrun.operator._pending import Pending, Stamped, stamped
 from agentrun.operator._resource import AgentRunStatus, LeaseStatus
 
@@ -139,7 +139,8 @@ class StatusWriter:
             self._timer = None
 
     async def _patch(self, operations: list[dict[str, Any]]) -> None:
-        patched = await self.api.patch_status(self.namespace, self.name, operations)
+        lane = Lane.OTHER if self.fence is None else Lane.HOLDER
+        patched = await self.api.patch_status(self.namespace, self.name, operations, lane)
         self._patched = _remembered(patched) if self.fence is not None else None
         self._written_at = time.monotonic()
 
@@ -390,7 +391,7 @@ class StatusWriter:
                 operations = self._operations(current, written_fields, stamped(conditions))
                 try:
                     patched = await self.api.patch_status(
-                        self.namespace, self.name, [guard, *operations]
+                        self.namespace, self.name, [guard, *operations], Lane.HOLDER
                     )
                 except Rejected:
                     current = None
