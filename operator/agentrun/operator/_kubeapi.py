@@ -139,6 +139,8 @@ class KubeApi:
         self._core = client.CoreV1Api(self._client)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kubeapi")
         self._threads = _Threads(threads)
+        self.holder_wrote: Callable[[float], None] | None = None
+        """Told how long each of a lease holder's status writes took (``StartLimit``)."""
 
     @property
     def api_client(self) -> client.ApiClient:
@@ -211,10 +213,11 @@ class KubeApi:
         try:
             return await self._off_loop(call, lane)
         finally:
+            took = time.monotonic() - asked
             if self._metrics is not None:
-                self._metrics.status_write_seconds.labels(lane=lane.value).observe(
-                    time.monotonic() - asked
-                )
+                self._metrics.status_write_seconds.labels(lane=lane.value).observe(took)
+            if lane is Lane.HOLDER and self.holder_wrote is not None:
+                self.holder_wrote(took)
 
     async def patch_object(
         self, namespace: str, name: str, operations: list[dict[str, Any]]

@@ -95,6 +95,11 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.start_limit = Gauge(
+            "agentrun_start_limit",
+            "Runs this replica may have at work now: as many as its status writes stay quick with",
+            registry=r,
+        )
         self.quota_gauges = {
             name: Gauge(name, text, ["namespace", "runquota"], registry=r)
             for name, (text, _, _) in QUOTA_GAUGES.items()

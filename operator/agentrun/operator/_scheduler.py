@@ -15,10 +15,11 @@ ends. While another replica holds a run, this one keeps only the holder's name: 
 lost with its pod stops beating (``_heartbeat``), and each of its runs is then taken up by a
 worker here, which waits for that run's lease to lapse and resumes it.
 
-A replica has room for ``capacity`` workers (``AGENTRUN_MAX_ACTIVE_RUNS``; 0 is no limit). Runs
-with work to do beyond it wait in a queue that holds only their latest watch view, and are
-taken in weighted fair order across namespaces (``FairQueue``, each namespace weighted by its
-RunQuota's ``weight``), so a flood of runs in one namespace does not starve another.
+A replica has room for as many workers as its status writes stay quick with (``StartLimit``),
+and never more than ``capacity`` (``AGENTRUN_MAX_ACTIVE_RUNS``; 0 is no limit). Runs with work
+to do beyond it wait in a queue that holds only their latest watch view, and are taken in
+weighted fair order across namespaces (``FairQueue``, each namespace weighted by its RunQuota's
+``weight``), so a flood of runs in one namespace does not starve another.
 
 A run its namespace's RunQuota has no room for (``_admission``: no place among the active runs,
 or the budget spent) waits like any other, holding nothing; the ``QuotaQueue`` keeps it under its
@@ -50,6 +51,7 @@ from agentrun.operator._news import News
 from agentrun.operator._quota_queue import WAITING as QUOTA_WAITS
 from agentrun.operator._quota_queue import QuotaQueue
 from agentrun.operator._resource import AgentRunSpec
+from agentrun.operator._start_limit import StartLimit
 from agentrun.operator._witness import is_parked
 from agentrun.operator._worker import Faulted, RunWorker
 
@@ -157,6 +159,9 @@ class Scheduler:
         self.context = context
         self.me = context.config.worker_id
         self.capacity = context.config.max_active_runs
+        self.start_limit = StartLimit()
+        context.metrics.start_limit.set(self.start_limit.limit)
+        context.api.holder_wrote = self._holder_wrote
         self.log = logger or log
         self.queue = FairQueue(self._weight)
         self.quota_queue = QuotaQueue(context, self._wake, self._at_work, self._spawn)
@@ -356,7 +361,15 @@ class Scheduler:
             deferred[1].cancel()
 
     def _room(self) -> bool:
-        return not self.capacity or len(self._drives) < self.capacity
+        at_work = len(self._drives)
+        return at_work < self.start_limit.limit and (not self.capacity or at_work < self.capacity)
+
+    def _holder_wrote(self, seconds: float) -> None:
+        """A lease holder's status write came back: the limit follows, and runs that wait for
+        room start if it grew."""
+        self.start_limit.wrote(seconds, len(self._drives), bool(self.queue))
+        self.context.metrics.start_limit.set(self.start_limit.limit)
+        self._next()
 
     def _start(
         self,
