@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes.config import new_client_from_config
 
-from agentrun.operator._kubeapi import KubeApi
+from agentrun.operator._kubeapi import KubeApi, Lane
 from tests.support.kube import Kube
 
 
@@ -22,7 +22,11 @@ class CountingApi(KubeApi):
         return await super().get(namespace, name)
 
     async def patch_status(
-        self, namespace: str, name: str, operations: list[dict[str, Any]]
+        self,
+        namespace: str,
+        name: str,
+        operations: list[dict[str, Any]],
+        lane: Lane = Lane.OTHER,
     ) -> dict[str, Any]:
         self.requests.append("PATCH")
-        return await super().patch_status(namespace, name, operations)
+        return await super().patch_status(namespace, name, operations, lane)
