@@ -12,11 +12,15 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+import urllib3
+from kubernetes import client
 from kubernetes.config import new_client_from_config
 from tests.support.agentruns import apply_run
 from tests.support.kube import Kube
+from tests.support.ports import free_port
 
-from agentrun.operator._kubeapi import KubeApi, Lane
+from agentrun.operator._kubeapi import KubeApi, Lane, Rejected
 from agentrun.operator._metrics import Metrics
 
 BLOCKED_FOR = 3.0
@@ -107,3 +111,29 @@ def test_a_holders_status_write_goes_before_the_starts_queued_ahead_of_it(kube: 
 
     asyncio.run(race())
     assert order == ["write", *(f"start {i}" for i in range(5))], order
+
+
+def test_only_the_api_servers_answers_feed_the_start_limit(kube: Kube) -> None:
+    """A refused write is an answer and says how busy the API server is; a connection refused
+    at once says nothing of that, and must not make room for more runs."""
+    apply_run(kube, "answered", "nobody")
+    heard: list[float] = []
+    refusing = [{"op": "test", "path": "/metadata/name", "value": "another"}]
+
+    async def write(api: KubeApi) -> None:
+        api.holder_wrote = heard.append
+        try:
+            await api.patch_status(kube.namespace, "answered", refusing, Lane.HOLDER)
+        finally:
+            api.close()
+
+    served = KubeApi(new_client_from_config(config_file=str(kube.kubeconfig)))  # type: ignore[no-untyped-call]
+    with pytest.raises(Rejected):
+        asyncio.run(write(served))
+    assert len(heard) == 1
+    nowhere = client.Configuration()
+    nowhere.host = f"http://127.0.0.1:{free_port()}"
+    nowhere.retries = False
+    with pytest.raises(urllib3.exceptions.HTTPError):
+        asyncio.run(write(KubeApi(client.ApiClient(nowhere))))
+    assert len(heard) == 1

@@ -28,6 +28,7 @@ pool is big enough.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import json
 import os
@@ -116,6 +117,13 @@ class _Threads:
         self._free += 1
 
 
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    """``callback`` on ``loop`` from a pool thread; nothing once the loop is closed (a call that
+    outlived the operator's shutdown has no thread to hand on)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback)
+
+
 def _load(threads: int) -> client.ApiClient:
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config()  # type: ignore[no-untyped-call]
@@ -164,7 +172,7 @@ class KubeApi:
         except BaseException:
             self._threads.give()
             raise
-        running.add_done_callback(lambda _: loop.call_soon_threadsafe(self._threads.give))
+        running.add_done_callback(lambda _: _call_soon(loop, self._threads.give))
         return await asyncio.wrap_future(running)
 
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -210,13 +218,21 @@ class KubeApi:
                 raise
 
         asked = time.monotonic()
+        answered = False  # by the API server, a refusal included: not an error on the way
         try:
-            return await self._off_loop(call, lane)
+            patched = await self._off_loop(call, lane)
+            answered = True
+            return patched
+        except Rejected:
+            answered = True
+            raise
         finally:
             took = time.monotonic() - asked
             if self._metrics is not None:
                 self._metrics.status_write_seconds.labels(lane=lane.value).observe(took)
-            if lane is Lane.HOLDER and self.holder_wrote is not None:
+            # Only the API server's answers say how busy it is: a connection refused at once
+            # is no sign of room.
+            if answered and lane is Lane.HOLDER and self.holder_wrote is not None:
                 self.holder_wrote(took)
 
     async def patch_object(
