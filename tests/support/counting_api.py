@@ -30,3 +30,9 @@ class CountingApi(KubeApi):
     ) -> dict[str, Any]:
         self.requests.append("PATCH")
         return await super().patch_status(namespace, name, operations, lane)
+
+    async def patch_object(
+        self, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        self.requests.append("PATCH")
+        return await super().patch_object(namespace, name, operations)

@@ -46,10 +46,16 @@ async def ensure_finalizer(
     raise Rejected(f"could not add {FINALIZER} to {meta['namespace']}/{meta['name']}")
 
 
-async def drop_finalizer(api: KubeApi, namespace: str, name: str) -> None:
+async def drop_finalizer(api: KubeApi, run: Mapping[str, Any]) -> None:
+    """Our finalizer off ``run`` (as just read): the patch ``test``s the object's uid and the
+    finalizer's place, so it never takes the finalizer off another object of the same name or
+    one another replica changed meanwhile; only then is the run read again. Gone, or without our
+    finalizer: nothing to do."""
+    meta = run["metadata"]
+    namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+    current: Mapping[str, Any] | None = run
     for _ in range(ATTEMPTS):
-        current = await api.get(namespace, name)
-        if current is None:
+        if current is None or current["metadata"]["uid"] != uid:
             return
         finalizers: list[str] = current["metadata"].get("finalizers") or []
         if FINALIZER not in finalizers:
@@ -60,11 +66,12 @@ async def drop_finalizer(api: KubeApi, namespace: str, name: str) -> None:
                 namespace,
                 name,
                 [
+                    {"op": "test", "path": "/metadata/uid", "value": uid},
                     {"op": "test", "path": f"/metadata/finalizers/{index}", "value": FINALIZER},
                     {"op": "remove", "path": f"/metadata/finalizers/{index}"},
                 ],
             )
             return
         except Rejected:
-            continue
+            current = await api.get(namespace, name)
     raise Rejected(f"could not remove {FINALIZER} from {namespace}/{name}")

@@ -96,7 +96,7 @@ async def forget_run(context: OperatorContext, body: Mapping[str, Any]) -> bool:
             await Place(backend.quotas, namespace, lease).give_back()
         finally:
             await backend.leases.release(lease)
-    await drop_finalizer(context.api, namespace, name)
+    await drop_finalizer(context.api, current)
     return True
 
 
