@@ -70,12 +70,14 @@ async def forget_stored(context: OperatorContext, tenant: str, run_id: str) -> N
     await backend.ledger.forget(tenant, run_id)
 
 
-async def forget_run(context: OperatorContext, body: Mapping[str, Any]) -> bool:
+async def forget_run(context: OperatorContext, body: Mapping[str, Any], read: bool = True) -> bool:
     """Forget the run under its lease and remove our finalizer; False, having done nothing,
-    while another worker holds the lease."""
+    while another worker holds the lease. With ``read`` False the run is taken as ``body`` shows
+    it, a watch event that just came: a deletion, once begun, is never undone, forgetting twice
+    forgets nothing more, and the finalizer's removal tests what it removes."""
     meta = body["metadata"]
     namespace, name, run_id = meta["namespace"], meta["name"], meta["uid"]
-    current = await context.api.get(namespace, name)
+    current = await context.api.get(namespace, name) if read else body
     if current is None or current["metadata"]["uid"] != run_id or not being_forgotten(current):
         return True  # already forgotten: nothing of it is left to forget
     if not ours(current, context.config.controller_name):
@@ -136,9 +138,10 @@ class Forgetting:
         run_id: str = body["metadata"]["uid"]
         backoff = Backoff(context.config.poll_interval)
         await asyncio.sleep(delay)
+        read = delay > 0  # the event that started this try is the run as it stands
         while True:
             try:
-                if await forget_run(context, body):
+                if await forget_run(context, body, read):
                     return
                 wait = context.config.poll_interval  # another worker holds it: ask again
                 backoff.reset()
@@ -149,6 +152,7 @@ class Forgetting:
                     return
                 wait = backoff.next()
                 log.warning("could not forget run %s yet (again in %.1fs): %s", run_id, wait, error)
+            read = True  # a try later: the body is no longer the run as it stands
             await asyncio.sleep(wait)
 
     async def close(self) -> None:
