@@ -97,6 +97,47 @@ def serves_metrics(port: int) -> bool:
         return False
 
 
+def _runs_listed(api: client.ApiClient, namespace: str) -> tuple[int, int]:
+    listed = cast(
+        dict[str, Any],
+        client.CustomObjectsApi(api).list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, limit=1
+        ),
+    )
+    rest = (listed.get("metadata") or {}).get("remainingItemCount")
+    return len(listed["items"]), int(rest or 0)
+
+
+def _configmaps_listed(api: client.ApiClient, namespace: str) -> tuple[int, int]:
+    listed = client.CoreV1Api(api).list_namespaced_config_map(namespace, limit=1)
+    rest = listed.metadata.remaining_item_count if listed.metadata else None
+    return len(listed.items), int(rest or 0)
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A kind of object the benchmark creates and deletes in bulk: kubectl's name for it, the API
+    path of a namespace's objects of that kind, and a list of one of them (the items listed and
+    the count of the rest)."""
+
+    resource: str
+    path: str
+    """With ``{namespace}`` in it."""
+    list_one: Callable[[client.ApiClient, str], tuple[int, int]]
+
+    def url(self, server: str, namespace: str) -> str:
+        return server + self.path.format(namespace=namespace)
+
+
+RUNS = Collection(
+    PLURAL, f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}", _runs_listed
+)
+CONFIGMAPS = Collection(
+    "configmaps", "/api/v1/namespaces/{namespace}/configmaps", _configmaps_listed
+)
+"""Objects no controller acts on: what ``kubectl delete --wait`` itself takes for as many."""
+
+
 @dataclass
 class Bench:
     """Everything the benchmark started, and how to reach it."""
@@ -123,14 +164,10 @@ class Bench:
         found = self.objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
         return cast(dict[str, Any], found)
 
-    def count(self, namespace: str) -> int:
-        """How many AgentRuns ``namespace`` holds (a list of one, and the count of the rest)."""
-        listed = cast(
-            dict[str, Any],
-            self.objects.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, limit=1),
-        )
-        metadata = listed.get("metadata") or {}
-        return len(listed["items"]) + int(metadata.get("remainingItemCount") or 0)
+    def count(self, namespace: str, collection: Collection = RUNS) -> int:
+        """How many objects of ``collection`` (AgentRuns) ``namespace`` holds."""
+        assert self.api is not None
+        return sum(collection.list_one(self.api, namespace))
 
     def requests(self) -> Counter[str]:
         """The API server's requests so far, by verb and resource (``ControlPlane.requests``)."""
@@ -413,9 +450,13 @@ def run_object(name: str, agent: str) -> dict[str, Any]:
 
 
 async def _post_all(
-    plane: ControlPlane, namespace: str, bodies: Sequence[bytes], concurrency: int, every: int
+    plane: ControlPlane,
+    url: str,
+    bodies: Sequence[bytes],
+    concurrency: int,
+    every: int,
+    noun: str = "runs",
 ) -> None:
-    url = f"{plane.server}/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
     context = ssl.create_default_context(cafile=str(plane.workdir / "certs" / "ca.crt"))
     headers = {"Authorization": f"Bearer {plane.token}", "Content-Type": "application/json"}
     queue = iter(bodies)
@@ -431,7 +472,7 @@ async def _post_all(
                         raise RuntimeError(f"POST {url}: {response.status} {await response.text()}")
                 created += 1
                 if every and created % every == 0:
-                    print(f"  created {created}/{len(bodies)} runs", flush=True)
+                    print(f"  created {created}/{len(bodies)} {noun}", flush=True)
 
         await asyncio.gather(*(poster() for _ in range(concurrency)))
 
@@ -453,54 +494,100 @@ def post_runs(
     bodies = [
         json.dumps(run_object(f"{prefix}-{index:05d}", agent)).encode() for index in range(count)
     ]
-    asyncio.run(_post_all(bench.plane, namespace, bodies, concurrency, every))
+    url = RUNS.url(bench.plane.server, namespace)
+    asyncio.run(_post_all(bench.plane, url, bodies, concurrency, every))
 
 
-def delete_runs(bench: Bench, table: Table, label: str, namespace: str, timeout: float) -> None:
-    """``kubectl delete agentruns --all --wait`` in ``namespace`` (the real kubectl), timed to
-    its exit; the runs left are counted every 5 s (printed every 30 s), which gives when the last
-    one was gone, apart from when kubectl saw it. After ``timeout`` seconds kubectl is stopped by
-    its pid and the row says it did not finish, rather than the benchmark hanging on it."""
+def post_configmaps(bench: Bench, namespace: str, count: int, concurrency: int) -> None:
+    """``count`` ConfigMaps (``baseline-00000`` on) created as ``post_runs`` creates runs."""
     assert bench.plane is not None
-    argv = [bench.kubectl_bin, "delete", "agentruns", "--all", "-n", namespace, "--wait=true"]
+    bodies = [
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"baseline-{index:05d}"},
+                "data": {"note": "a delete benchmark's baseline"},
+            }
+        ).encode()
+        for index in range(count)
+    ]
+    url = CONFIGMAPS.url(bench.plane.server, namespace)
+    asyncio.run(_post_all(bench.plane, url, bodies, concurrency, 0, "configmaps"))
+
+
+@contextlib.contextmanager
+def _killed_on_error(process: subprocess.Popen[str]) -> Iterator[None]:
+    """Stop ``process`` when the block fails: ``Popen``'s own exit would wait for it."""
+    try:
+        yield
+    except BaseException:
+        process.kill()
+        raise
+
+
+def delete_runs(
+    bench: Bench,
+    table: Table,
+    label: str,
+    namespace: str,
+    timeout: float,
+    collection: Collection = RUNS,
+) -> float | None:
+    """``kubectl delete <collection> --all --wait`` in ``namespace`` (the real kubectl), timed to
+    its exit; the objects left are counted every second (printed every 30 s), which gives when the
+    last one was gone, apart from when kubectl saw it. After ``timeout`` seconds kubectl is stopped
+    by its pid and the row says it did not finish, rather than the benchmark hanging on it. The
+    seconds kubectl took, or None when it was stopped."""
+    assert bench.plane is not None
+    noun = collection.resource
+    argv = [bench.kubectl_bin, "delete", noun, "--all", "-n", namespace, "--wait=true"]
     began = time.monotonic()
     emptied: float | None = None
     printed = began
-    with subprocess.Popen(
-        argv, env=bench.plane.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    ) as deleting:
+    with (
+        subprocess.Popen(
+            argv,
+            env=bench.plane.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as deleting,
+        _killed_on_error(deleting),
+    ):
         while True:
             try:
-                wait = max(0.1, min(5.0, timeout - (time.monotonic() - began)))
+                wait = max(0.1, min(1.0, timeout - (time.monotonic() - began)))
                 _, errors = deleting.communicate(timeout=wait)
                 break
             except subprocess.TimeoutExpired:
-                left, now = bench.count(namespace), time.monotonic()
+                left, now = bench.count(namespace, collection), time.monotonic()
                 if left == 0 and emptied is None:
                     emptied = now - began
                 if now - printed >= 30:
-                    print(f"  deleting: {left} runs left after {now - began:.0f} s", flush=True)
+                    print(f"  deleting: {left} {noun} left after {now - began:.0f} s", flush=True)
                     printed = now
                 if now - began < timeout:
                     continue
                 deleting.kill()
                 deleting.communicate()
-                gone = "" if emptied is None else f"; the last run was gone after {emptied:.0f} s"
+                gone = "" if emptied is None else f"; the last was gone after {emptied:.0f} s"
                 table.add(
                     label,
                     f"did not finish in {timeout:.0f} s",
-                    f"{left} runs were left when kubectl was stopped{gone}",
+                    f"{left} {noun} were left when kubectl was stopped{gone}",
                 )
-                return
+                return None
     if deleting.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {deleting.returncode}: {errors}")
-    gone = "" if emptied is None else f"; the last run was gone after {emptied:.0f} s"
+    took = time.monotonic() - began
+    gone = "" if emptied is None else f"; the last was gone after {emptied:.0f} s"
     table.add(
         label,
-        f"{time.monotonic() - began:.1f} s",
-        "kubectl delete agentruns --all --wait, to its exit (forgets each run in the store, "
-        f"drops the finalizer){gone} (counted every 5 s)",
+        f"{took:.1f} s",
+        f"kubectl delete {noun} --all --wait, to its exit{gone} (counted every second)",
     )
+    return took
 
 
 def kubectl_apply_runs(

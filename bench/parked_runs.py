@@ -25,7 +25,12 @@ tests) so that approvals are authenticated as in a cluster, then:
    policy lets a person append), each timed from its patch until the watch shows its status moved
    on (``AwaitingApproval`` no longer True): p50, p99, max;
 7. **delete** — ``kubectl delete agentruns --all --wait`` of the parked namespace (the N runs,
-   K of them finished by then), timed, stopped after ``--delete-timeout``.
+   K of them finished by then), timed to kubectl's exit and to the last run gone, stopped after
+   ``--delete-timeout``;
+8. **delete's baseline** — as many ConfigMaps, which no controller acts on, in a namespace of
+   their own, deleted by the same command: what ``kubectl delete --wait`` takes by itself for N
+   objects on this API server (it waits for each object in turn, at its client's default of 5
+   requests a second), against which its time for the runs is read.
 
 Only the API server, Redis and /proc are observed: the figures mean the same whatever the
 operator does inside. The benchmark's own ``INFO`` before the window is taken out of the
@@ -57,6 +62,7 @@ from tests.support.operator import wait_for
 import redis
 from agentrun.operator._resource import GROUP, PLURAL, VERSION
 from bench.operator_scale import (
+    CONFIGMAPS,
     Bench,
     Table,
     Usage,
@@ -66,6 +72,7 @@ from bench.operator_scale import (
     condition,
     delete_runs,
     percentile,
+    post_configmaps,
     post_runs,
     replicas_up,
     rss_kib,
@@ -78,6 +85,8 @@ NAMESPACES = {
     "alone": "bench-working-alone",
     "beside": "bench-working-beside",
 }
+BASELINE_NAMESPACE = "bench-delete-baseline"
+"""The delete's baseline ConfigMaps: no replica watches it."""
 APPROVER = "approver"
 """The person who approves: granted the chart's roles for the parked namespace, impersonated."""
 PARKED_AGENT = "parked"
@@ -310,6 +319,15 @@ def phase_resume(
     return len(latencies)
 
 
+def phase_delete_baseline(bench: Bench, table: Table, count: int, timeout: float) -> None:
+    """``count`` ConfigMaps deleted as the runs were: kubectl's own time for as many objects."""
+    print(f"delete's baseline: {count} configmaps in {BASELINE_NAMESPACE}", flush=True)
+    bench.kubectl("create", "namespace", BASELINE_NAMESPACE)
+    post_configmaps(bench, BASELINE_NAMESPACE, count, CREATORS)
+    label = f"delete {count} configmaps (baseline: no controller, no finalizer)"
+    delete_runs(bench, table, label, BASELINE_NAMESPACE, timeout, CONFIGMAPS)
+
+
 # -- the command ----------------------------------------------------------------------------------
 
 
@@ -361,6 +379,7 @@ def run(args: argparse.Namespace) -> None:
                 bench, table, f"delete {args.parked} runs ({len(parked) - resumed} still parked)",
                 NAMESPACES["parked"], args.delete_timeout,
             )  # fmt: skip
+            phase_delete_baseline(bench, table, args.parked, args.delete_timeout)
         finally:
             if table.rows:
                 end = os.getloadavg()
@@ -394,7 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--delete-timeout",
         type=float,
-        help="seconds kubectl delete --all --wait may take before it is stopped (600)",
+        help="seconds each kubectl delete --all --wait (the runs', the baseline's) may take "
+        "before it is stopped (600)",
     )
     parser.add_argument(
         "--budget",
