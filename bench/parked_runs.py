@@ -181,9 +181,9 @@ def moved_on(body: dict[str, Any]) -> bool:
 
 def phase_working(
     bench: Bench, table: Table, count: int, namespace: str, label: str, budget: float
-) -> float:
+) -> tuple[float, float]:
     """``count`` runs of ``WORKING_AGENT`` created at once and timed to the last
-    ``Succeeded=True``; the replicas' CPU meanwhile, in cores, returned."""
+    ``Succeeded=True``; the replicas' CPU-seconds meanwhile and the seconds it took, returned."""
     print(f"working {label}: {count} runs of agent {WORKING_AGENT}", flush=True)
     usage = Usage.start(bench)
     with Watcher(bench, namespace, succeeded) as watcher:
@@ -212,7 +212,7 @@ def phase_working(
         ", ".join(f"{name} {share * 100:.1f} %" for name, share in sorted(cores.items()))
         + f" over {wall:.0f} s",
     )
-    return sum(cores.values())
+    return sum(cpu[name] for name in bench.replicas), wall
 
 
 def phase_park(bench: Bench, table: Table, count: int, namespace: str, budget: float) -> list[str]:
@@ -351,7 +351,7 @@ def run(args: argparse.Namespace) -> None:
             authenticate_decisions(bench, NAMESPACES["parked"])
             time.sleep(3)
             idle = replicas_rss(bench)
-            alone = 0.0
+            alone = (0.0, 0.0)
             if args.working:
                 alone = phase_working(
                     bench, table, args.working, NAMESPACES["alone"], "alone", args.budget
@@ -364,11 +364,13 @@ def run(args: argparse.Namespace) -> None:
                     bench, table, args.working, NAMESPACES["beside"],
                     f"beside {len(parked)} parked", args.budget,
                 )  # fmt: skip
+                extra, wall = beside[0] - alone[0], beside[1]
                 table.add(
                     f"parked runs' share of the replicas' CPU while {args.working} work",
-                    f"{(beside - alone) * 100:.0f} % of a core",
-                    "the replicas' CPU with the working runs beside the parked ones, less with "
-                    "the same working runs alone",
+                    f"{extra / wall * 100:+.0f} % of a core",
+                    f"the replicas' CPU-seconds for the same {args.working} runs beside the "
+                    f"parked ones ({beside[0]:.1f}) less alone ({alone[0]:.1f}): {extra:+.1f} "
+                    f"CPU-s over the {wall:.0f} s they took beside them (noise either way)",
                 )
             resumed = 0
             if args.resume and parked:
