@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-TARGET = 0.25
+TARGET = 0.15
 """Seconds a lease holder's status write may take before fewer runs are started."""
 
 QUICK = TARGET / 4
