@@ -2,7 +2,8 @@
 # Installs everything `make test` and `make demo` need on a fresh Debian machine, one line of
 # progress per stage. Idempotent: every step checks first, so a second run costs about a second.
 #
-#   Debian packages  redis-server, etcd-server, sqlite3, postgresql, python3-venv, golang-go, tini
+#   Debian packages  redis-server, etcd-server, sqlite3, postgresql, python3-venv, golang-go, tini,
+#                    chromium-headless-shell (the console's browser tests)
 #   Go toolchain     Debian's `go` fetches the version hack/kube/go.mod asks for through the Go
 #                    module proxy (GOTOOLCHAIN=auto), so an old Debian Go is enough
 #   .venv            the project's own virtualenv in the checkout, made with `python3 -m venv`;
@@ -27,6 +28,8 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v go >/dev/null || need_apt+=(golang-go)
 # The image's PID 1: tests/kube/test_operator_start_stop.py runs the chart's command as it.
 command -v tini >/dev/null || need_apt+=(tini)
+# The console's browser tests (tests/console) drive Debian's headless Chromium with Playwright.
+command -v chromium-headless-shell >/dev/null || need_apt+=(chromium-headless-shell)
 # `python3 -m venv` needs ensurepip, which Debian ships apart from python3 (python3-venv).
 if [ ! -x "$PYTHON" ] && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
   need_apt+=(python3-venv)

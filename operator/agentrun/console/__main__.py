@@ -1,0 +1,77 @@
+"""``python -m agentrun.console``: serve the console (what the chart's console Deployment runs)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+from pydantic import ValidationError
+
+from agentrun.console import AuthMode, ConsoleSettings, create_app
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m agentrun.console",
+        description="Serve the run console: runs, the inbox of what waits on a person, each "
+        "run's timeline, and approve/resolve/suspend/delete done as the signed-in person. The "
+        "API server is found as kubectl finds it (in-cluster, else KUBECONFIG).",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default %(default)s)"
+    )
+    parser.add_argument("--port", type=int, default=8080, help="port (default %(default)s)")
+    parser.add_argument(
+        "--auth",
+        choices=[m.value for m in AuthMode],
+        default=AuthMode.TOKEN.value,
+        help="token: people sign in with a bearer token the API server accepts; proxy: an "
+        "authenticating proxy in front names them in headers (default %(default)s)",
+    )
+    parser.add_argument("--read-only", action="store_true", help="show runs; offer no action")
+    parser.add_argument("--namespace", help="watch only this namespace's runs (default: all)")
+    parser.add_argument(
+        "--store",
+        help="the operator's store URL, for transcripts and tool calls (env AGENTRUN_STORE_URL)",
+    )
+    parser.add_argument(
+        "--secure-cookies", action="store_true", help="mark cookies Secure (served over HTTPS)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    given = (
+        {
+            "host": args.host,
+            "port": args.port,
+            "auth": args.auth,
+            "read_only": args.read_only,
+            "secure_cookies": args.secure_cookies,
+        }
+        | ({"namespace": args.namespace} if args.namespace else {})
+        | ({"store": args.store} if args.store else {})
+    )
+    try:
+        settings = ConsoleSettings(**(ConsoleSettings.environment_defaults() | given))
+    except (ValidationError, OSError, ValueError) as error:
+        print(f"agentrun console: {error}", file=sys.stderr)
+        return 2
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        proxy_headers=False,
+        timeout_graceful_shutdown=5,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

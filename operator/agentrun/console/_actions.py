@@ -1,0 +1,173 @@
+"""Approve, deny, resolve, suspend, resume and delete: each sent to the API server as the person.
+
+The console decides nothing here. It checks that the form came from its own page (the CSRF
+token) and that it is not read-only, then makes the write with the person's credentials: RBAC
+and the chart's decisions policy accept or refuse it, and a refusal is shown as the API server
+worded it. So a person without ``approve`` who forges the POST gets the API server's no, and the
+``by`` of every decision is the user the API server authenticated, which the policy checks.
+
+Appends are JSON patches guarded by the resourceVersion the console read, as ``agentrun approve
+--kube`` makes them: an answer never lands on a run that changed since the person saw it (a
+second try is made once on a fresh read, in case only the status moved).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from agentrun.console._apiserver import JSON_PATCH, Answer
+from agentrun.console._callers import Person
+from agentrun.console._run_page import read_run
+from agentrun.console._watch import collection
+from agentrun.console._web import (
+    console_of,
+    csrf_ok,
+    nothing_here,
+    person_of,
+    render,
+    sign_in_first,
+)
+
+
+class Refusal(Exception):
+    """What the person asked for cannot be done; the message says why."""
+
+
+def _append(obj: dict[str, Any], field: str, entry: dict[str, Any]) -> list[dict[str, Any]]:
+    existing = (obj.get("spec") or {}).get(field)
+    return [
+        {
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": obj["metadata"]["resourceVersion"],
+        },
+        {"op": "add", "path": f"/spec/{field}/-", "value": entry}
+        if existing is not None
+        else {"op": "add", "path": f"/spec/{field}", "value": [entry]},
+    ]
+
+
+def _decision(obj: dict[str, Any], form: dict[str, str], person: Person) -> list[dict[str, Any]]:
+    pending = (obj.get("status") or {}).get("pendingApproval") or {}
+    request_id = form.get("request", "")
+    if not pending or pending.get("requestId") != request_id:
+        raise Refusal(f"the run is no longer waiting on approval {request_id}")
+    entry: dict[str, Any] = {
+        "requestId": request_id,
+        "decision": "deny" if form.get("decision") == "deny" else "approve",
+        "by": person.user,
+    }
+    if form.get("reason", "").strip():
+        entry["reason"] = form["reason"].strip()
+    return _append(obj, "approvals", entry)
+
+
+def _resolution(obj: dict[str, Any], form: dict[str, str], person: Person) -> list[dict[str, Any]]:
+    call_id = form.get("call", "")
+    undecidable = {
+        c.get("callId") for c in (obj.get("status") or {}).get("indeterminateCalls") or ()
+    }
+    if call_id not in undecidable:
+        raise Refusal(f"call {call_id} is no longer undecidable")
+    outcome = form.get("outcome", "")
+    if outcome not in ("ran", "didNotRun"):
+        raise Refusal("say whether the call ran or did not run")
+    entry: dict[str, Any] = {"callId": call_id, "outcome": outcome, "by": person.user}
+    if outcome == "ran":
+        entry["result"] = form.get("result", "")
+    return _append(obj, "resolutions", entry)
+
+
+def _suspension(suspend: bool) -> Any:
+    def patch(obj: dict[str, Any], form: dict[str, str], person: Person) -> list[dict[str, Any]]:
+        has = "suspend" in (obj.get("spec") or {})
+        return [{"op": "replace" if has else "add", "path": "/spec/suspend", "value": suspend}]
+
+    return patch
+
+
+PATCHES = {
+    "decide": _decision,
+    "resolve": _resolution,
+    "suspend": _suspension(True),
+    "resume": _suspension(False),
+}
+DONE = {
+    "decide": "your decision was recorded; the operator carries the run on",
+    "resolve": "your answer was recorded; the operator carries the run on",
+    "suspend": "the run is suspended: no worker carries it on until it is resumed",
+    "resume": "the run is resumed",
+}
+
+
+def _back(namespace: str, name: str, key: str, text: str) -> Response:
+    return RedirectResponse(
+        f"/runs/{namespace}/{name}?{key}={quote(text, safe='')}", status_code=303
+    )
+
+
+async def act(request: Request) -> Response:
+    person = person_of(request)
+    if person is None:
+        return sign_in_first(request)
+    console = console_of(request)
+    namespace, name, action = (
+        request.path_params["namespace"],
+        request.path_params["name"],
+        request.path_params["action"],
+    )
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    if not csrf_ok(request, form.get("csrf", "")):
+        return render(
+            request, "error.html", status=403, title="Refused",
+            detail="This form did not come from this console's page (its CSRF token is "
+            "missing or wrong). Reload the page and try again.",
+        )  # fmt: skip
+    if console.settings.read_only:
+        return render(
+            request, "error.html", status=403, title="Read-only",
+            detail="This console is read-only (console.readOnly): use kubectl or agentrun.",
+        )  # fmt: skip
+    if action == "delete":
+        return await _delete(request, person, namespace, name, form)
+    if action not in PATCHES:
+        return render(request, "error.html", status=404, title="No such action", detail=action)
+    answer: Answer | None = None
+    for _ in range(2):
+        obj = await read_run(request, person, namespace, name)
+        if obj is None:
+            return nothing_here(request)
+        try:
+            operations = PATCHES[action](obj, form, person)
+        except Refusal as refusal:
+            return _back(namespace, name, "refused", str(refusal))
+        answer = await console.api.call(
+            "PATCH", f"{collection(namespace)}/{name}", person.caller,
+            body=operations, content_type=JSON_PATCH,
+        )  # fmt: skip
+        # 422 from a failed "test": the run moved on since it was read; read it again, once.
+        if answer.status != 422 or "test" not in answer.message:
+            break
+    assert answer is not None
+    if not answer.ok:
+        return _back(namespace, name, "refused", f"the API server refused: {answer.message}")
+    return _back(namespace, name, "said", DONE[action])
+
+
+async def _delete(
+    request: Request, person: Person, namespace: str, name: str, form: dict[str, str]
+) -> Response:
+    if form.get("confirm") != name:
+        return _back(
+            namespace, name, "refused", f"type the run's name ({name}) to confirm the delete"
+        )
+    answer = await console_of(request).api.call(
+        "DELETE", f"{collection(namespace)}/{name}", person.caller
+    )
+    if not answer.ok:
+        return _back(namespace, name, "refused", f"the API server refused: {answer.message}")
+    return RedirectResponse(f"/runs?namespace={quote(namespace, safe='')}", status_code=303)

@@ -1,0 +1,158 @@
+"""The console's web application: its routes, its security headers, and its one watch's life.
+
+Every response carries a Content-Security-Policy that allows scripts and styles from the console's
+own origin only (no inline script, no eval), refuses framing, and sends forms nowhere else; pages
+are not cached. A write (any method but GET and HEAD) whose ``Origin`` or ``Sec-Fetch-Site``
+says another site sent it is refused before any handler reads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentrun._redaction import Masker
+from agentrun.console._access import Access
+from agentrun.console._actions import act
+from agentrun.console._apiserver import ApiServer
+from agentrun.console._index import RunIndex
+from agentrun.console._pages import inbox_page, runs_page
+from agentrun.console._run_page import run_page
+from agentrun.console._sessions import Sealer
+from agentrun.console._settings import ConsoleSettings
+from agentrun.console._signin import sign_in, sign_in_form, sign_out
+from agentrun.console._stream import events
+from agentrun.console._watch import keep_watching
+from agentrun.console._web import HERE, Console, environment
+from agentrun.stores import open_backend
+
+log = logging.getLogger("agentrun.console")
+
+POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SAFE = ("GET", "HEAD", "OPTIONS")
+
+
+def _same_origin(request: Request) -> bool:
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None
+    host = request.headers.get("host", "")
+    return origin.split("://", 1)[-1] == host
+
+
+class Guard:
+    """Security headers on every response; writes from another site refused. Plain ASGI, so a
+    live-update stream passes through it as it is sent."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        static = request.url.path.startswith("/static/")
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["Content-Security-Policy"] = POLICY
+                headers["X-Content-Type-Options"] = "nosniff"
+                headers["Referrer-Policy"] = "same-origin"
+                headers["X-Frame-Options"] = "DENY"
+                if not static:
+                    headers["Cache-Control"] = "no-store"
+            await send(message)
+
+        if request.method not in SAFE and not _same_origin(request):
+            refused = PlainTextResponse(
+                "refused: this request came from another site", status_code=403
+            )
+            await refused(scope, receive, with_headers)
+            return
+        await self.app(scope, receive, with_headers)
+
+
+async def _root(request: Request) -> Response:
+    return RedirectResponse("/runs", status_code=303)
+
+
+async def _healthz(request: Request) -> Response:
+    console: Console = request.app.state.console
+    if not console.index.synced.is_set():
+        return PlainTextResponse("the first listing of AgentRuns is not in yet", status_code=503)
+    return PlainTextResponse("ok")
+
+
+def create_app(settings: ConsoleSettings, api: ApiServer | None = None) -> Starlette:
+    """The console for ``settings``: its watch starts with the application and stops with it."""
+    masker = Masker.build()
+    key = Sealer.key_from_text(settings.session_key) if settings.session_key else None
+    sealer = Sealer(key)
+    if sealer.generated and settings.auth == "token":
+        log.warning(
+            "no session key (AGENTRUN_CONSOLE_SESSION_KEY_FILE): sign-ins end when the "
+            "console restarts"
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        server = api or ApiServer()
+        console = Console(
+            settings=settings,
+            api=server,
+            index=RunIndex(),
+            access=Access(server),
+            sealer=sealer,
+            masker=masker,
+            templates=environment(masker),
+        )
+        if settings.store:
+            console.backend = await open_backend(settings.store, create=False)
+        app.state.console = console
+        watch = asyncio.create_task(keep_watching(console.api, console.index, settings.namespace))
+        try:
+            yield
+        finally:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
+            if console.backend is not None:
+                await console.backend.close()
+            await console.api.close()
+
+    return Starlette(
+        routes=[
+            Route("/", _root),
+            Route("/healthz", _healthz),
+            Route("/sign-in", sign_in_form, methods=["GET"]),
+            Route("/sign-in", sign_in, methods=["POST"]),
+            Route("/sign-out", sign_out, methods=["POST"]),
+            Route("/runs", runs_page),
+            Route("/inbox", inbox_page),
+            Route("/events", events),
+            Route("/runs/{namespace}/{name}", run_page),
+            Route("/runs/{namespace}/{name}/{action}", act, methods=["POST"]),
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ],
+        middleware=[Middleware(Guard)],
+        lifespan=lifespan,
+    )

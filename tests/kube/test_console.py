@@ -1,0 +1,314 @@
+"""The run console in a real browser, against a real API server, real operators and Redis.
+
+People are ServiceAccounts that sign in with tokens the API server issued: ``alice`` may view,
+approve and resolve in this namespace; ``bob`` may edit runs (patch them) but not decide for them; ``carol`` may view another
+namespace and nothing of this one. The console holds only list and watch on AgentRuns: everything
+else it does, it does as them.
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import json
+import signal
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from tests.support.agentruns import (
+    apply_run,
+    count_effects,
+    get_run,
+    has_condition,
+)
+from tests.support.console import (
+    CHROMIUM_ARGS,
+    SCREENSHOTS,
+    ConsoleProcess,
+    bind,
+    chromium_binary,
+    console_process,
+    token_of,
+    user_of,
+)
+from tests.support.kube import Kube
+from tests.support.operator import Operators, wait_for
+from tests.support.redis_server import RedisServer
+
+PENDING = {"requestId": "apr-1", "callId": "call-1", "tool": "refund"}
+
+
+@pytest.fixture(scope="module")
+def console(
+    kube: Kube, redis: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ConsoleProcess]:
+    with console_process(kube, redis.url, tmp_path_factory.mktemp("console")) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def people(kube: Kube) -> dict[str, str]:
+    """Tokens of alice (view, approve, resolve), bob (edit) and carol (another namespace)."""
+    tokens = {name: token_of(kube, name) for name in ("alice", "bob", "carol")}
+    bind(kube, "alice", "agentrun-view", "agentrun-approve")
+    bind(kube, "bob", "agentrun-edit")
+    other = f"{kube.namespace}-other"
+    kube.kubectl("create", "namespace", other)
+    bind(kube, "carol", "agentrun-view", namespace=other)
+    return tokens
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium_binary(), args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def _signed_in(browser: Browser, console: ConsoleProcess, token: str) -> Page:
+    page = browser.new_context(base_url=console.url).new_page()
+    page.goto("/runs")
+    expect(page).to_have_url(f"{console.url}/sign-in?next=%2Fruns")
+    page.fill("input[name=token]", token)
+    page.click("#sign-in button")
+    expect(page).to_have_url(f"{console.url}/runs")
+    return page
+
+
+def _shot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"console-{name}.png"), full_page=True)
+
+
+def _waiting_on_approval(kube: Kube, name: str) -> None:
+    """A run that waits on approval apr-1, as an operator would have left it (no operator
+    watches a run of agent ``nobody``)."""
+    manifest = {
+        "apiVersion": "agentrun.dev/v1alpha1",
+        "kind": "AgentRun",
+        "metadata": {"name": name},
+        "spec": {"agent": "nobody", "input": "refund order 7"},
+    }
+    kube.kubectl("create", "-f", "-", stdin=json.dumps(manifest))
+    status = {
+        "pendingApproval": PENDING,
+        "conditions": [
+            {
+                "type": "Succeeded", "status": "Unknown", "reason": "AwaitingApproval",
+                "message": "waiting on approval apr-1",
+                "lastTransitionTime": "2026-12-01T00:00:00Z",
+            },
+            {
+                "type": "AwaitingApproval", "status": "True", "reason": "ApprovalRequested",
+                "message": "refund", "lastTransitionTime": "2026-12-01T00:00:00Z",
+            },
+        ],
+    }  # fmt: skip
+    kube.kubectl(
+        "patch", "agentrun", name, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": status}),
+    )  # fmt: skip
+
+
+def test_an_undecidable_call_is_resolved_in_the_browser_and_the_page_follows_live(
+    kube: Kube,
+    operators: Operators,
+    effects: Path,
+    console: ConsoleProcess,
+    people: dict[str, str],
+    browser: Browser,
+) -> None:
+    lingering = operators.start("replica-slow", AGENTRUN_TEST_SMS_LINGER="30")
+    for replica in operators.replicas:
+        if replica is not lingering:
+            replica.signal(signal.SIGSTOP)  # only the lingering replica may take this run
+    try:
+        apply_run(kube, "texted", "texter")
+        wait_for("the text", lambda: count_effects(effects, "sms") == 1, 60, operators.logs)
+        lingering.signal(signal.SIGKILL)
+        lingering.wait()
+    finally:
+        for replica in operators.replicas:
+            if replica is not lingering:
+                replica.signal(signal.SIGCONT)
+    wait_for(
+        "texted to be indeterminate",
+        lambda: has_condition(kube, "texted", "Indeterminate", "True"),
+        60,
+        operators.logs,
+    )
+    [call] = get_run(kube, "texted")["status"]["indeterminateCalls"]
+
+    page = _signed_in(browser, console, people["alice"])
+    page.goto("/inbox")
+    row = page.locator("tr.undecidable", has_text="texted")
+    expect(row).to_contain_text("send_sms")
+    expect(row).to_contain_text(call["callId"])
+    _shot(page, "inbox")
+    row.locator("a").click()
+    expect(page.locator("#state")).to_have_text("Indeterminate")
+    section = page.locator(f"#undecidable-{call['callId']}")
+    expect(section).to_contain_text("send_sms")
+    _shot(page, "run-undecidable")
+    section.locator("input[name=result]").fill("sent")
+    section.locator("button.ran").click()
+    expect(page.locator("#said")).to_contain_text("your answer was recorded")
+    # From here on the page must follow the run without a reload: a marker set on the window
+    # now would be gone after one.
+    page.evaluate("window.__notReloaded = true")
+    wait_for("texted to succeed", lambda: has_condition(kube, "texted", "Succeeded", "True"), 60)
+    succeeded = time.monotonic()
+    expect(page.locator("#state")).to_have_text("Completed", timeout=10_000)
+    followed = time.monotonic() - succeeded
+    assert page.evaluate("window.__notReloaded === true"), "the page was reloaded"
+    print(f"the page showed Completed {followed:.2f} s after kubectl saw Succeeded=True")
+    _shot(page, "run-completed")
+    [resolution] = get_run(kube, "texted")["spec"]["resolutions"]
+    assert resolution == {
+        "callId": call["callId"],
+        "outcome": "ran",
+        "result": "sent",
+        "by": user_of(kube, "alice"),
+    }
+    assert count_effects(effects, "sms") == 1
+    expect(page.locator("ol.transcript")).to_contain_text("send_sms")
+
+
+def test_a_viewer_sees_no_approve_button_and_a_forged_approval_is_refused_by_the_api_server(
+    kube: Kube, console: ConsoleProcess, people: dict[str, str], browser: Browser
+) -> None:
+    _waiting_on_approval(kube, "refund-viewed")
+    page = _signed_in(browser, console, people["bob"])
+    page.goto(f"/runs/{kube.namespace}/refund-viewed")
+    expect(page.locator("#approval")).to_contain_text("refund")
+    expect(page.locator("#approve")).to_have_count(0)
+    expect(page.locator("#deny")).to_have_count(0)
+    expect(page.locator("#approval")).to_contain_text("You may not approve")
+    # The form bob was not given, posted from his own signed-in page with his CSRF token.
+    page.evaluate(
+        """([namespace]) => {
+            const form = document.createElement("form");
+            form.method = "post";
+            form.action = `/runs/${namespace}/refund-viewed/decide`;
+            for (const [name, value] of [["csrf", document.querySelector("input[name=csrf]").value],
+                                         ["request", "apr-1"], ["decision", "approve"]]) {
+                const input = document.createElement("input");
+                input.type = "hidden"; input.name = name; input.value = value;
+                form.appendChild(input);
+            }
+            document.body.appendChild(form);
+            form.submit();
+        }""",
+        [kube.namespace],
+    )
+    refused = page.locator("#refused")
+    expect(refused).to_contain_text("the API server refused")
+    expect(refused).to_contain_text("may not approve")
+    _shot(page, "refused")
+    assert get_run(kube, "refund-viewed")["spec"].get("approvals") in (None, [])
+
+
+def test_an_approver_approves_as_themselves(
+    kube: Kube, console: ConsoleProcess, people: dict[str, str], browser: Browser
+) -> None:
+    _waiting_on_approval(kube, "refund-approved")
+    page = _signed_in(browser, console, people["alice"])
+    page.goto(f"/runs/{kube.namespace}/refund-approved")
+    page.fill("#approval input[name=reason]", "customer verified")
+    page.click("#approve")
+    expect(page.locator("#said")).to_contain_text("your decision was recorded")
+    assert get_run(kube, "refund-approved")["spec"]["approvals"] == [
+        {
+            "requestId": "apr-1",
+            "decision": "approve",
+            "by": user_of(kube, "alice"),
+            "reason": "customer verified",
+        }
+    ]
+
+
+def test_a_person_without_access_to_a_namespace_sees_none_of_its_runs(
+    kube: Kube, console: ConsoleProcess, people: dict[str, str], browser: Browser
+) -> None:
+    _waiting_on_approval(kube, "refund-hidden")
+    wait_for(
+        "the console to list it", lambda: _listed(console, people["alice"], "refund-hidden"), 30
+    )
+    page = _signed_in(browser, console, people["carol"])
+    page.goto(f"/runs?namespace={kube.namespace}")
+    expect(page.locator("table.runs tbody tr")).to_have_count(0)
+    page.goto("/inbox")
+    expect(page.locator("table.inbox")).not_to_contain_text("refund-hidden")
+    answer = page.goto(f"/runs/{kube.namespace}/refund-hidden")
+    assert answer is not None
+    assert answer.status == 404
+    expect(page.locator("main")).to_contain_text("There is no such run, or you may not see it.")
+    expect(page.locator("main")).not_to_contain_text("refund order 7")
+    answer = page.goto(f"/runs/{kube.namespace}/refund-hidden?transcript=1")
+    assert answer is not None
+    assert answer.status == 404
+
+
+def _listed(console: ConsoleProcess, token: str, name: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    body = urllib.parse.urlencode({"token": token, "next": "/runs"}).encode()
+    with opener.open(f"{console.url}/sign-in", data=body, timeout=10) as answer:
+        return name in answer.read().decode()
+
+
+def test_a_page_reconnects_after_the_console_restarts_and_catches_up(
+    kube: Kube, console: ConsoleProcess, people: dict[str, str], browser: Browser
+) -> None:
+    page = _signed_in(browser, console, people["alice"])
+    page.goto(f"/runs?namespace={kube.namespace}")
+    expect(page.locator("#live-status")).to_have_class("live connected")
+    page.evaluate("window.__notReloaded = true")
+    console.restart()
+    _waiting_on_approval(kube, "refund-after-restart")
+    row = page.locator("tr", has_text="refund-after-restart")
+    expect(row).to_contain_text("AwaitingApproval", timeout=20_000)
+    assert page.evaluate("window.__notReloaded === true"), "the page was reloaded"
+    _shot(page, "runs")
+
+
+def test_writes_from_another_site_or_without_the_form_token_are_refused(
+    kube: Kube, console: ConsoleProcess, people: dict[str, str]
+) -> None:
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    body = urllib.parse.urlencode({"token": people["alice"], "next": "/runs"}).encode()
+    with opener.open(f"{console.url}/sign-in", data=body, timeout=10) as answer:
+        headers = answer.headers
+        policy = headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy, policy
+    assert "unsafe-inline" not in policy, policy
+    [cookie] = list(jar)
+    assert cookie.has_nonstandard_attr("HttpOnly")
+    assert cookie.get_nonstandard_attr("SameSite") == "strict"
+    assert people["alice"] not in (cookie.value or ""), "the token is sealed, never in clear"
+    target = f"{console.url}/runs/{kube.namespace}/anything/suspend"
+
+    def post(extra: dict[str, str], data: dict[str, str]) -> tuple[int, str]:
+        request = urllib.request.Request(
+            target, data=urllib.parse.urlencode(data).encode(), headers=extra
+        )
+        try:
+            with opener.open(request, timeout=10) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    status, text = post({"Origin": "https://evil.example"}, {"csrf": "x"})
+    assert status == 403
+    assert "another site" in text
+    status, text = post({}, {"csrf": "forged"})
+    assert status == 403
+    assert "CSRF" in text
