@@ -1,9 +1,10 @@
 """The run console in a real browser, against a real API server, real operators and Redis.
 
 People are ServiceAccounts that sign in with tokens the API server issued: ``alice`` may view,
-approve and resolve in this namespace; ``bob`` may edit runs (patch them) but not decide for them; ``carol`` may view another
-namespace and nothing of this one. The console holds only list and watch on AgentRuns: everything
-else it does, it does as them.
+approve and resolve in this namespace; ``bob`` may edit runs (patch them) but not decide for
+them; ``carol`` may view another namespace and nothing of this one. The console holds only list
+and watch on AgentRuns: everything else it does, it does as them. Behind a proxy, people are
+named in headers and impersonated (``dana``, ``eve``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+from tests.support.agent_manifests import openai_agent
 from tests.support.agentruns import (
     apply_run,
     count_effects,
@@ -152,6 +154,7 @@ def test_an_undecidable_call_is_resolved_in_the_browser_and_the_page_follows_liv
     row = page.locator("tr.undecidable", has_text="texted")
     expect(row).to_contain_text("send_sms")
     expect(row).to_contain_text(call["callId"])
+    expect(row).to_contain_text('"phone": "+49"')  # the call's arguments, from the frontier
     _shot(page, "inbox")
     row.locator("a").click()
     expect(page.locator("#state")).to_have_text("Indeterminate")
@@ -312,3 +315,107 @@ def test_writes_from_another_site_or_without_the_form_token_are_refused(
     status, text = post({}, {"csrf": "forged"})
     assert status == 403
     assert "CSRF" in text
+
+
+def test_the_agents_page_shows_the_agents_the_person_may_list(
+    kube: Kube, console: ConsoleProcess, people: dict[str, str], browser: Browser
+) -> None:
+    agent = openai_agent(
+        "refunds", "http://127.0.0.1:9/v1", secret="llm", instructions="Refund when asked."
+    )
+    kube.kubectl("apply", "-f", "-", stdin=agent)
+    page = _signed_in(browser, console, people["alice"])
+    page.goto("/agents")
+    section = page.locator(f"#agent-{kube.namespace}-refunds")
+    expect(section).to_contain_text("openai gpt-4o-mini")
+    _shot(page, "agents")
+    page = _signed_in(browser, console, people["carol"])
+    page.goto("/agents")
+    expect(page.locator(f"#agent-{kube.namespace}-refunds")).to_have_count(0)
+
+
+@pytest.fixture(scope="module")
+def read_only(
+    kube: Kube, redis: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ConsoleProcess]:
+    workdir = tmp_path_factory.mktemp("console-read-only")
+    with console_process(kube, redis.url, workdir, "--read-only") as process:
+        yield process
+
+
+def test_a_read_only_console_offers_no_action_and_takes_none(
+    kube: Kube, read_only: ConsoleProcess, people: dict[str, str], browser: Browser
+) -> None:
+    _waiting_on_approval(kube, "refund-read-only")
+    page = _signed_in(browser, read_only, people["alice"])
+    page.goto(f"/runs/{kube.namespace}/refund-read-only")
+    expect(page.locator("#approval")).to_contain_text("refund")
+    for button in ("#approve", "#deny", "#suspend", "#delete"):
+        expect(page.locator(button)).to_have_count(0)
+    expect(page.locator("header")).to_contain_text("read-only")
+    page.evaluate(
+        """([namespace]) => fetch(`/runs/${namespace}/refund-read-only/decide`, {
+            method: "POST",
+            headers: {"Content-Type": "application/x-www-form-urlencoded"},
+            body: new URLSearchParams({
+                csrf: document.querySelector("input[name=csrf]").value,
+                request: "apr-1", decision: "approve"}),
+        }).then(r => window.__answer = r.status)""",
+        [kube.namespace],
+    )
+    page.wait_for_function("window.__answer !== undefined")
+    assert page.evaluate("window.__answer") == 403
+    assert get_run(kube, "refund-read-only")["spec"].get("approvals") in (None, [])
+
+
+@pytest.fixture(scope="module")
+def behind_a_proxy(
+    kube: Kube, redis: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ConsoleProcess]:
+    """A console that trusts the proxy's headers and impersonates whom they name: its
+    ServiceAccount may impersonate (the chart grants it only in this mode)."""
+    admin = Kube(kube.control_plane, kube.namespace, kube.kubectl_bin)
+    admin.kubectl("apply", "-f", "-", stdin=json.dumps(IMPERSONATOR))
+    admin.kubectl(
+        "create", "clusterrolebinding", f"console-impersonates-{kube.namespace}",
+        "--clusterrole=agentrun-console-impersonator",
+        f"--serviceaccount={kube.namespace}:console",
+    )  # fmt: skip
+    workdir = tmp_path_factory.mktemp("console-proxy")
+    with console_process(kube, redis.url, workdir, "--auth", "proxy") as process:
+        yield process
+
+
+IMPERSONATOR = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRole",
+    "metadata": {"name": "agentrun-console-impersonator"},
+    "rules": [{"apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"]}],
+}
+
+
+def test_behind_a_proxy_the_console_acts_as_the_user_the_proxy_names(
+    kube: Kube, behind_a_proxy: ConsoleProcess, browser: Browser
+) -> None:
+    kube.grant("dana", "agentrun-view", "agentrun-approve")
+    _waiting_on_approval(kube, "refund-proxied")
+    context = browser.new_context(
+        base_url=behind_a_proxy.url, extra_http_headers={"X-Forwarded-User": "dana"}
+    )
+    page = context.new_page()
+    page.goto(f"/runs/{kube.namespace}/refund-proxied")
+    page.click("#approve")
+    expect(page.locator("#said")).to_contain_text("your decision was recorded")
+    [approval] = get_run(kube, "refund-proxied")["spec"]["approvals"]
+    assert approval["by"] == "dana"
+    # Nobody named, nothing shown; somebody without rights here, nothing of this namespace.
+    anonymous = browser.new_context(base_url=behind_a_proxy.url).new_page()
+    answer = anonymous.goto(f"/runs/{kube.namespace}/refund-proxied")
+    assert answer is not None
+    assert answer.status == 401
+    stranger = browser.new_context(
+        base_url=behind_a_proxy.url, extra_http_headers={"X-Forwarded-User": "eve"}
+    ).new_page()
+    answer = stranger.goto(f"/runs/{kube.namespace}/refund-proxied")
+    assert answer is not None
+    assert answer.status == 404

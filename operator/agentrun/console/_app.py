@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentrun._redaction import Masker
 from agentrun.console._access import Access
 from agentrun.console._actions import act
+from agentrun.console._agents_page import agents_page
 from agentrun.console._apiserver import ApiServer
 from agentrun.console._index import RunIndex
 from agentrun.console._pages import inbox_page, runs_page
@@ -148,6 +149,7 @@ def create_app(settings: ConsoleSettings, api: ApiServer | None = None) -> Starl
             Route("/sign-out", sign_out, methods=["POST"]),
             Route("/runs", runs_page),
             Route("/inbox", inbox_page),
+            Route("/agents", agents_page),
             Route("/events", events),
             Route("/runs/{namespace}/{name}", run_page),
             Route("/runs/{namespace}/{name}/{action}", act, methods=["POST"]),

@@ -51,9 +51,12 @@ async def inbox_page(request: Request) -> Response:
         return sign_in_first(request)
     rows = [row for row in await visible_rows(request, person) if row.waits_on_a_person]
     rows.sort(key=lambda row: (row.waiting_since or row.created, row.namespace, row.name))
+    console = console_of(request)
+    arguments = await console.inbox_arguments.of(console.access, console.backend, person, rows)
     return render(
         request,
         "inbox_live.html" if request.headers.get(FRAGMENT) else "inbox.html",
         rows=rows,
+        arguments=arguments,
         now=datetime.now(UTC),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from agentrun._redaction import Masker
 from agentrun.console._access import Access
 from agentrun.console._apiserver import ApiServer
 from agentrun.console._callers import BearerToken, Impersonated, Person
+from agentrun.console._inbox import InboxArguments
 from agentrun.console._index import RunIndex
 from agentrun.console._sessions import COOKIE, Sealer
 from agentrun.console._settings import AuthMode, ConsoleSettings
@@ -45,6 +46,7 @@ class Console:
     masker: Masker
     templates: Environment
     backend: Backend | None = None
+    inbox_arguments: InboxArguments = field(default_factory=InboxArguments)
 
 
 def environment(masker: Masker) -> Environment:
