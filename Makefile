@@ -12,7 +12,7 @@ export VENV
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: deps lock kube-tools cluster-tools images cluster-up cluster-down e2e e2e-kind demo-k8s \
-	test test-fast lint demo bench bench-operator bench-agents bench-peers bench-parked bench-quotas
+	test test-fast lint demo bench bench-operator bench-agents bench-peers bench-parked bench-quotas bench-console
 
 deps:
 	@bash hack/install-deps.sh
@@ -90,6 +90,11 @@ bench-parked: deps kube-tools
 # store, a budget's overrun (BENCH_ARGS=--quick for a small form).
 bench-quotas: deps kube-tools
 	$(PYTHON) -m bench.quotas $(BENCH_ARGS)
+
+# The run console: the first page of 5,000 runs against listing them from the API server, and 50
+# browsers' live updates on one watch (BENCH_ARGS=--quick for a small form).
+bench-console: deps kube-tools
+	$(PYTHON) -m bench.console $(BENCH_ARGS)
 
 # A declared agent whose model answers after 1 s, beside one that answers at once.
 bench-agents: deps kube-tools
