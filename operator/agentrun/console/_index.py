@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -62,8 +63,18 @@ class RunIndex:
     def __init__(self) -> None:
         self._runs: dict[str, RunRow] = {}
         self._listeners: set[Listener] = set()
+        self._epoch = secrets.token_hex(4)
+        self._changes = 0
         self.synced = asyncio.Event()
         """Set once the first listing is in: pages rendered before it would show nothing."""
+
+    @property
+    def generation(self) -> str:
+        """Names the index's state: it changes with every change, and differs between two
+        console processes. A page rendered at one generation whose stream opens at another
+        missed something (a change between the render and the stream, or a restart), and is
+        told to refetch."""
+        return f"{self._epoch}-{self._changes}"
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -94,6 +105,7 @@ class RunIndex:
             self._tell(Change("delete", row))
 
     def _tell(self, change: Change) -> None:
+        self._changes += 1
         for listener in list(self._listeners):
             if not listener.offer(change):
                 self._listeners.discard(listener)

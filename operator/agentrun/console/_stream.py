@@ -38,11 +38,21 @@ def _event(name: str, **data: object) -> ServerSentEvent:
 
 
 async def _changes(
-    request: Request, console: Console, person: Person, view: str, uid: str, runs_filter: Filter
+    request: Request,
+    console: Console,
+    person: Person,
+    view: str,
+    uid: str,
+    runs_filter: Filter,
+    since: str,
 ) -> AsyncIterator[ServerSentEvent]:
     index = console.index
     with index.listening() as listener:
         yield _event("hello", view=view)
+        if since != index.generation:
+            # Something changed between the page's render and this stream (or the console
+            # restarted since): the page refetches rather than miss it.
+            yield _event("refresh")
         while not await request.is_disconnected():
             if not index.listening_to(listener):
                 yield _event("refresh")
@@ -113,6 +123,7 @@ async def events(request: Request) -> Response:
     query = dict(request.query_params)
     view = query.pop("view", "runs")
     uid = query.pop("uid", "")
+    since = query.pop("since", "")
     if view not in ("runs", "inbox", "run"):
         return Response(f"view={view!r}: runs, inbox or run", status_code=400)
     try:
@@ -120,7 +131,7 @@ async def events(request: Request) -> Response:
     except BadFilter as error:
         return Response(str(error), status_code=400)
     return EventSourceResponse(
-        _changes(request, console, person, view, uid, runs_filter),
+        _changes(request, console, person, view, uid, runs_filter, since),
         ping=PING,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

@@ -136,6 +136,7 @@ def render(request: Request, template: str, status: int = 200, **context: Any) -
         read_only=console.settings.read_only,
         csrf=csrf_token(request) if person else "",
         proxy=console.settings.auth is AuthMode.PROXY,
+        generation=console.index.generation,
         **context,
     )
     return HTMLResponse(page, status_code=status)

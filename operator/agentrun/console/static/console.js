@@ -37,15 +37,12 @@
     if (live) { live.innerHTML = "<p class=\"error\" id=\"gone\">This run was deleted.</p>"; }
   }
 
+  // The stream's URL names the generation the page was rendered at: when it opens (first, or
+  // again after a restart) at another, the server says "refresh" and the page catches up.
   var source = null;
-  var opened = false;
   function connect() {
     source = new EventSource(url);
-    source.addEventListener("hello", function () {
-      mark("connected");
-      if (opened) { refresh(); } // a reconnection: catch up with what was missed
-      opened = true;
-    });
+    source.addEventListener("hello", function () { mark("connected"); });
     source.addEventListener("refresh", function () { refresh(); });
     source.addEventListener("gone", function (event) {
       var data = JSON.parse(event.data);
