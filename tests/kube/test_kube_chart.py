@@ -10,6 +10,7 @@ checked by asking the API server what the operator's service account may do.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,8 +87,12 @@ def test_chart_carries_the_canonical_crds_byte_for_byte() -> None:
 
 @pytest.mark.parametrize(
     "values",
-    [[], ["--set", "redis.enabled=true,rbac.clusterWide=false"]],
-    ids=["default", "redis-namespaced"],
+    [
+        [],
+        ["--set", "redis.enabled=true,rbac.clusterWide=false"],
+        ["--set", "console.enabled=true,console.auth.mode=proxy,console.oauth2Proxy.enabled=true"],
+    ],
+    ids=["default", "redis-namespaced", "console-oauth2-proxy"],
 )
 def test_helm_lint_strict(kube: Kube, helm: str, values: list[str]) -> None:
     result = kube.helm(helm, "lint", "--strict", str(CHART), *values)
@@ -123,6 +128,17 @@ TRACING = (
 )
 """Spans to a collector, with its token from a Secret, one run in four traced."""
 
+CONSOLE_PROXY = "console.enabled=true,console.auth.mode=proxy"
+"""The console behind an authenticating proxy, which it may impersonate people for."""
+OAUTH2_PROXY_ARGS = [
+    "--provider=oidc",
+    "--oidc-issuer-url=https://issuer.example",
+    "--email-domain=*",
+    "--pass-user-headers",
+    "--pass-access-token",
+    "--set-xauthrequest",
+]
+
 COMBINATIONS = {
     "default": [],
     "second-release": ["--set", SECOND_RELEASE],
@@ -140,6 +156,14 @@ COMBINATIONS = {
     "tracing": ["--set", TRACING],
     "hard-anti-affinity-min-available": ["--set", "podAntiAffinity=hard,podDisruptionBudget."
         "minAvailable=1,podDisruptionBudget.maxUnavailable=null"],
+    "console": ["--set", "console.enabled=true,console.readOnly=true,console.secureCookies=true"],
+    "console-proxy-namespaced": ["--set", CONSOLE_PROXY + ",rbac.clusterWide=false"],
+    "console-oauth2-proxy": [
+        "--set", CONSOLE_PROXY + ",console.oauth2Proxy.enabled=true",
+        "--set-json", "console.oauth2Proxy.args=" + json.dumps(OAUTH2_PROXY_ARGS),
+        "--set-json", 'console.oauth2Proxy.envFrom=[{"secretRef": {"name": "console-oauth2"}}]',
+        "--set", "console.sessionKey.existingSecret=console-key,console.service.type=NodePort",
+    ],
     "network-policy": ["--set", "redis.enabled=true", "--set-json", "egress=" + json.dumps(
         {"allow": ["http://vllm.models.svc:8000/v1"], "networkPolicy": {
             "enabled": True, "apiServer": {"cidrs": ["10.96.0.1", "fd00::1"]},
@@ -312,6 +336,11 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
             {"accessControl": {"acceptUnauthenticatedDecisions": "yes"}},
             "accessControl.acceptUnauthenticatedDecisions",
         ),
+        ({"console": {"enabeld": True}}, "Additional property enabeld is not allowed"),
+        ({"console": {"auth": {"mode": "oidc"}}}, "console.auth.mode"),
+        ({"console": {"auth": {"proxy": {"impersonat": False}}}}, "Additional property impersonat"),
+        ({"console": {"oauth2Proxy": {"extraArgs": []}}}, "Additional property extraArgs"),
+        ({"console": {"sessionKey": {"secret": "k"}}}, "Additional property secret"),
     ],
     ids=[
         "top-level",
@@ -339,6 +368,11 @@ def test_namespaced_install_watches_and_grants_only_its_namespaces(
         "max-active-runs",
         "segment-form",
         "accept-unauthenticated-decisions",
+        "console",
+        "console-auth-mode",
+        "console-proxy",
+        "console-oauth2-proxy",
+        "console-session-key",
     ],
 )
 def test_values_with_a_typo_are_rejected_by_the_schema(
@@ -453,6 +487,8 @@ def test_values_schema_closes_every_object() -> None:
         ".topologySpreadConstraints[]",
         ".egress.networkPolicy.endpoints[]",
         ".egress.networkPolicy.metricsFrom[]",
+        ".console.tolerations[]",
+        ".console.affinity",
     }
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(values) == set(schema["properties"])
@@ -770,3 +806,257 @@ def test_a_crd_applied_outside_helm_is_named_with_how_to_adopt_it(kube: Kube, he
         "customresourcedefinition agentruns.agentrun.dev meta.helm.sh/release-name=adopting "
         f"meta.helm.sh/release-namespace={kube.namespace}"
     ) in result.stderr, result.stderr
+
+
+def console_objects(manifests: list[Manifest]) -> dict[str, Manifest]:
+    """The console's objects by ``Kind/name``: those labelled component console."""
+    return {
+        f"{m['kind']}/{m['metadata']['name']}": m
+        for m in manifests
+        if m["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "console"
+    }
+
+
+def console_grants(manifests: list[Manifest]) -> list[tuple[str, str, str, str]]:
+    """Every (namespace or "*", group, resource, verb) the console's Roles and ClusterRoles
+    grant, sorted."""
+    grants: set[tuple[str, str, str, str]] = set()
+    for role in console_objects(manifests).values():
+        if role["kind"] in ("Role", "ClusterRole"):
+            scope = role["metadata"].get("namespace", "*")
+            for rule in role["rules"]:
+                assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
+                grants.update(
+                    (scope, group, resource, verb)
+                    for group in rule["apiGroups"]
+                    for resource in rule["resources"]
+                    for verb in rule["verbs"]
+                )
+    return sorted(grants)
+
+
+LIST_AND_WATCH_RUNS = [
+    ("*", "agentrun.dev", "agentruns", "list"),
+    ("*", "agentrun.dev", "agentruns", "watch"),
+]
+IMPERSONATE = [("*", "", "groups", "impersonate"), ("*", "", "users", "impersonate")]
+
+
+def test_the_console_is_off_by_default(kube: Kube, helm: str, kube_version: str) -> None:
+    manifests = render(kube, helm, kube_version)
+    assert console_objects(manifests) == {}
+    assert not [m for m in manifests if "console" in m["metadata"]["name"]]
+
+
+def test_the_console_watches_runs_and_does_the_rest_as_the_person(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    """Token sign-in: the console's own identity may list and watch AgentRuns and nothing else
+    (no get, no patch, no Secrets): what a person sees and does is asked as them."""
+    manifests = render(kube, helm, kube_version, "--set", "console.enabled=true")
+    name = "agentrun-agentrun-operator-console"
+    assert sorted(console_objects(manifests)) == [
+        f"ClusterRole/{name}",
+        f"ClusterRoleBinding/{name}",
+        f"Deployment/{name}",
+        f"Secret/{name}-session",
+        f"Service/{name}",
+        f"ServiceAccount/{name}",
+    ]
+    assert console_grants(manifests) == LIST_AND_WATCH_RUNS
+    objects = console_objects(manifests)
+    binding = objects[f"ClusterRoleBinding/{name}"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": name, "namespace": kube.namespace}
+    ]
+
+    deployment = objects[f"Deployment/{name}"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == name
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["image"].startswith("agentrun-operator:")
+    assert container["command"] == ["tini", "--", "python", "-m", "agentrun.console"]
+    assert container["args"] == ["--host=0.0.0.0", "--port=8080", "--auth=token"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+    (operator,) = (d for d in by_kind(manifests, "Deployment") if d is not deployment)
+    store = next(e for e in container_of(operator)["env"] if e["name"] == "AGENTRUN_STORE_URL")
+    key_file = {
+        "name": "AGENTRUN_CONSOLE_SESSION_KEY_FILE",
+        "value": "/etc/agentrun/console-session/key",
+    }
+    assert container["env"] == [store, key_file]
+    (mount,) = (m for m in container["volumeMounts"] if m["name"] == "session-key")
+    assert mount["mountPath"] == "/etc/agentrun/console-session"
+    (volume,) = (v for v in pod["volumes"] if v["name"] == "session-key")
+    assert volume["secret"]["secretName"] == f"{name}-session"
+    key = objects[f"Secret/{name}-session"]["data"]["key"]
+    assert len(base64.b64decode(key)) == 48
+
+    service = objects[f"Service/{name}"]
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
+    ]
+    assert _matches(
+        service["spec"]["selector"], deployment["spec"]["template"]["metadata"]["labels"]
+    )
+    operator_pod = operator["spec"]["template"]["metadata"]["labels"]
+    assert not _matches(service["spec"]["selector"], operator_pod)
+    assert not _matches(deployment["spec"]["selector"]["matchLabels"], operator_pod)
+    assert not by_kind(manifests, "Ingress")
+
+
+def test_the_console_options_reach_its_command_line(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    def args(*values: str) -> list[str]:
+        manifests = render(kube, helm, kube_version, "--set", "console.enabled=true", *values)
+        (deployment,) = (
+            d for d in by_kind(manifests, "Deployment") if "console" in d["metadata"]["name"]
+        )
+        return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    assert args("--set", "console.readOnly=true") == [
+        "--host=0.0.0.0", "--port=8080", "--auth=token", "--read-only",
+    ]  # fmt: skip
+    assert args("--set", "console.secureCookies=true,console.auth.mode=proxy") == [
+        "--host=0.0.0.0", "--port=8080", "--auth=proxy", "--user-header=X-Forwarded-User",
+        "--groups-header=X-Forwarded-Groups", "--token-header=X-Forwarded-Access-Token",
+        "--secure-cookies",
+    ]  # fmt: skip
+    proxied = "console.auth.mode=proxy,console.auth.proxy.userHeader=Remote-User"
+    assert "--user-header=Remote-User" in args("--set", proxied)
+    # A namespaced install: the console watches the one namespace the operator watches.
+    assert args("--set", "rbac.clusterWide=false") == [
+        "--host=0.0.0.0", "--port=8080", "--auth=token", f"--namespace={kube.namespace}",
+    ]  # fmt: skip
+
+
+def test_the_console_impersonates_only_behind_a_proxy_that_asks_for_it(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    def grants(*values: str) -> list[tuple[str, str, str, str]]:
+        return console_grants(
+            render(kube, helm, kube_version, "--set", "console.enabled=true", *values)
+        )
+
+    assert grants("--set", "console.auth.proxy.impersonate=true") == LIST_AND_WATCH_RUNS
+    assert grants("--set", "console.auth.mode=proxy") == sorted(LIST_AND_WATCH_RUNS + IMPERSONATE)
+    assert grants("--set", "console.auth.mode=proxy,console.auth.proxy.impersonate=false") == (
+        LIST_AND_WATCH_RUNS
+    )
+    # Namespaced: the runs in the watched namespace only; users and groups are cluster-scoped.
+    namespaced = [(kube.namespace, *grant[1:]) for grant in LIST_AND_WATCH_RUNS]
+    assert grants("--set", "rbac.clusterWide=false,console.auth.mode=proxy") == sorted(
+        namespaced + IMPERSONATE
+    )
+    assert grants("--set", "rbac.clusterWide=false") == namespaced
+    assert grants("--set", "rbac.create=false,console.auth.mode=proxy") == []
+
+
+def test_the_oauth2_proxy_sidecar_is_the_only_way_in(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    manifests = render(kube, helm, kube_version, *COMBINATIONS["console-oauth2-proxy"])
+    objects = console_objects(manifests)
+    name = "agentrun-agentrun-operator-console"
+    assert f"Secret/{name}-session" not in objects  # console.sessionKey.existingSecret
+    pod = objects[f"Deployment/{name}"]["spec"]["template"]["spec"]
+    console, proxy = pod["containers"]
+    assert console["args"] == [
+        "--host=127.0.0.1", "--port=8080", "--auth=proxy", "--user-header=X-Forwarded-User",
+        "--groups-header=X-Forwarded-Groups", "--token-header=X-Forwarded-Access-Token",
+    ]  # fmt: skip
+    assert "ports" not in console  # nothing to reach from outside the pod
+    healthz = "urlopen('http://127.0.0.1:8080/healthz'"
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert console[probe]["exec"]["command"][:2] == ["python", "-c"]
+        assert healthz in console[probe]["exec"]["command"][2]
+        assert proxy[probe]["httpGet"] == {"path": "/ping", "port": "http"}
+    assert proxy["image"].startswith("quay.io/oauth2-proxy/oauth2-proxy:")
+    assert proxy["args"] == [
+        "--http-address=0.0.0.0:4180",
+        "--upstream=http://127.0.0.1:8080",
+        *OAUTH2_PROXY_ARGS,
+    ]
+    assert proxy["envFrom"] == [{"secretRef": {"name": "console-oauth2"}}]
+    assert proxy["ports"] == [{"name": "http", "containerPort": 4180, "protocol": "TCP"}]
+    assert proxy["securityContext"]["readOnlyRootFilesystem"] is True
+    assert proxy["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    (volume,) = (v for v in pod["volumes"] if v["name"] == "session-key")
+    assert volume["secret"]["secretName"] == "console-key"
+    service = objects[f"Service/{name}"]["spec"]
+    assert service["type"] == "NodePort"
+    assert service["ports"][0]["targetPort"] == "http"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            "console.enabled=true,console.oauth2Proxy.enabled=true",
+            "console.oauth2Proxy.enabled needs console.auth.mode=proxy (it is token)",
+        ),
+        (
+            "console.enabled=true,rbac.clusterWide=false,watchNamespaces={a,b}",
+            "the console watches one namespace",
+        ),
+    ],
+    ids=["oauth2-proxy-with-tokens", "two-namespaces"],
+)
+def test_console_values_it_cannot_honour_are_refused(
+    kube: Kube, helm: str, kube_version: str, values: str, message: str
+) -> None:
+    result = kube.helm(
+        helm, "template", "agentrun", str(CHART), "--kube-version", kube_version,
+        "--set", values, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+def test_helm_install_gives_the_console_a_key_that_upgrades_keep(kube: Kube, helm: str) -> None:
+    """A real install and upgrade: the session key Secret is made once and read back (lookup), so
+    a rollout signs nobody out; and the API server answers for the console's ServiceAccount as
+    the rules say."""
+    release = "console"
+    kube.helm(
+        helm, "install", release, str(CHART),
+        "--set", f"store.url=redis://redis:6379/0,{SECOND_RELEASE},{CONSOLE_PROXY}",
+        "--set", "controllerName=agentrun.dev/console-test",
+    )  # fmt: skip
+    secret = f"{release}-agentrun-operator-console-session"
+
+    def key() -> str:
+        found = kube.kubectl("get", "secret", secret, "-o", "jsonpath={.data.key}").stdout
+        return base64.b64decode(found).decode()
+
+    first = key()
+    assert len(first) == 48
+    kube.helm(helm, "upgrade", release, str(CHART), "--reuse-values")
+    assert key() == first
+
+    sa = f"{release}-agentrun-operator-console"
+    for verb, resource in [
+        ("list", "agentruns.agentrun.dev"),
+        ("watch", "agentruns.agentrun.dev"),
+        ("impersonate", "users"),
+        ("impersonate", "groups"),
+    ]:
+        assert can_i(kube, sa, verb, resource, kube.namespace), (verb, resource)
+    for verb, resource in [
+        ("get", "agentruns.agentrun.dev"),
+        ("patch", "agentruns.agentrun.dev"),
+        ("delete", "agentruns.agentrun.dev"),
+        ("list", "agents.agentrun.dev"),
+        ("get", "secrets"),
+        ("list", "secrets"),
+        ("impersonate", "serviceaccounts"),
+    ]:
+        assert not can_i(kube, sa, verb, resource, kube.namespace), (verb, resource)

@@ -8,13 +8,17 @@ chart's ``agentrun-metrics-reader`` (so the operator reviews that scraper's toke
 server's audit log then holds the RBAC to the code both ways: no request was refused (a 403
 makes kopf retry for about a minute before it watches anything), and every granted (group,
 resource, verb) was used. A cluster of its own, because a cluster-wide operator
-would otherwise take up the other test modules' runs.
+would otherwise take up the other test modules' runs. The console is held to its own
+ServiceAccount and RBAC (``templates/console-rbac.yaml``) the same way, run as the chart runs it
+behind an authenticating proxy.
 """
 
 from __future__ import annotations
 
 import re
+import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +26,9 @@ import pytest
 import yaml
 from tests.support.agentruns import apply_run, wait_until_completed
 from tests.support.chart import CHART, private_cluster, service_account_kubeconfig
+from tests.support.console import ConsoleProcess
 from tests.support.kube import REPO, ControlPlane, Kube, helm_binary
-from tests.support.operator import Operators
+from tests.support.operator import Operators, wait_for
 from tests.support.redis_server import RedisServer
 
 CRD = REPO / "crds" / "agentruns.agentrun.dev.yaml"
@@ -176,3 +181,112 @@ def test_the_operator_needs_every_grant_of_the_chart_and_no_other(
     assert unused <= DECLARED_AGENTS | QUOTAS | ON_REFUSAL, sorted(
         unused - DECLARED_AGENTS - QUOTAS - ON_REFUSAL
     )
+
+
+@dataclass
+class ChartConsole(ConsoleProcess):
+    """The console with the token of the chart's ServiceAccount for it, and nothing else."""
+
+    service_account: str = ""
+
+    def _kubeconfig(self) -> Path:
+        return service_account_kubeconfig(self.kube, self.service_account)
+
+
+def console_used(events: list[dict[str, Any]]) -> set[Grant]:
+    """What the console's own grants were used for: its requests as itself, and its
+    impersonation. A request it made impersonating a person is authorized as that person (their
+    access review), so it uses the console's impersonate on users, and on groups when it named
+    some, and nothing else of the console's."""
+    grants: set[Grant] = set()
+    for event in events:
+        impersonated = event.get("impersonatedUser")
+        if impersonated is None:
+            grants |= used([event])
+            continue
+        grants.add(("", "users", "impersonate"))
+        if set(impersonated.get("groups") or ()) - {"system:authenticated"}:
+            grants.add(("", "groups", "impersonate"))
+    return grants
+
+
+def _runs_page(console: ConsoleProcess, user: str, groups: str = "") -> str:
+    """/runs as the authenticating proxy in front would ask for it: naming the person."""
+    headers = {"X-Forwarded-User": user} | ({"X-Forwarded-Groups": groups} if groups else {})
+    request = urllib.request.Request(f"{console.url}/runs", headers=headers)
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return str(answer.read().decode())
+
+
+@pytest.mark.parametrize("cluster_wide", [True, False], ids=["cluster-wide", "namespaced"])
+def test_the_console_needs_every_grant_of_the_chart_and_no_other(
+    cluster_of_its_own: Kube, redis: RedisServer, tmp_path: Path, cluster_wide: bool
+) -> None:
+    """The console as the chart runs it (its arguments from the rendered Deployment) in proxy
+    mode with impersonation, with only its ServiceAccount's token: people named by the proxy see
+    the runs their own RBAC lets them list, and the audit log shows the console used exactly its
+    grants (list and watch AgentRuns, impersonate users and groups), none refused."""
+    admin = cluster_of_its_own
+    release = "console" if cluster_wide else "console-scoped"
+    kube = Kube(admin.control_plane, f"rbac-{release}", admin.kubectl_bin)
+    admin.kubectl("create", "namespace", kube.namespace)
+    values = (
+        "--set", "console.enabled=true,console.auth.mode=proxy",
+        "--set", f"rbac.clusterWide={str(cluster_wide).lower()},store.url={redis.url}",
+    )  # fmt: skip
+    rendered = kube.helm(
+        helm_binary(), "template", release, str(CHART),
+        "--show-only", "templates/console-rbac.yaml", *values,
+    ).stdout  # fmt: skip
+    kube.kubectl("apply", "-f", "-", stdin=rendered)
+    objects = kube.helm(
+        helm_binary(), "template", release, str(CHART),
+        "--show-only", "templates/console.yaml", *values,
+    ).stdout  # fmt: skip
+    (deployment,) = (d for d in yaml.safe_load_all(objects) if d and d["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    # Its own arguments but where it listens: this test's loopback port, not the pod's 0.0.0.0.
+    args = [a for a in container["args"] if not a.startswith(("--host=", "--port="))]
+    assert ("--namespace=" + kube.namespace in args) is not cluster_wide
+
+    apply_run(kube, "before-the-console", "slowbook")
+    kube.kubectl(
+        "create", "rolebinding", "viewers", "--clusterrole=agentrun-view", "--group=run-viewers"
+    )
+    service_account = f"{release}-agentrun-operator-console"
+    console = ChartConsole(kube, redis.url, tmp_path, tuple(args), service_account=service_account)
+    console.start()
+    try:
+        seen = _runs_page(console, "vera", "run-viewers")
+        assert f"/runs/{kube.namespace}/before-the-console" in seen, console.log()
+        assert "before-the-console" not in _runs_page(console, "sam")
+        apply_run(kube, "after-the-console", "slowbook")  # shown by the console's watch
+        wait_for(
+            "the console to show a run created after it started",
+            lambda: "after-the-console" in _runs_page(console, "vera", "run-viewers"),
+            30,
+            console.log,
+        )
+    finally:
+        console.stop()
+
+    plane = kube.control_plane
+    assert isinstance(plane, ControlPlane), "the audit log is the envtest plane's"
+    user = f"system:serviceaccount:{kube.namespace}:{service_account}"
+    granted_to_console = granted(rendered)
+    # The watch is audited once the API server has answered it (its first event, or its end).
+    wait_for(
+        "the console's watch in the audit log",
+        lambda: ("agentrun.dev", "agentruns", "watch") in console_used(plane.audited(user)),
+        30,
+    )
+    audited = plane.audited(user)
+    denied = [e for e in audited if e["responseStatus"]["code"] >= 400]
+    assert denied == [], [(e["verb"], e["requestURI"], e["responseStatus"]) for e in denied]
+    assert granted_to_console == {
+        ("agentrun.dev", "agentruns", "list"),
+        ("agentrun.dev", "agentruns", "watch"),
+        ("", "users", "impersonate"),
+        ("", "groups", "impersonate"),
+    }
+    assert console_used(audited) == granted_to_console

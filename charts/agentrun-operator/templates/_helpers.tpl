@@ -28,6 +28,43 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end }}
 
+{{/* The console's pods, and only them. */}}
+{{- define "agentrun-operator.consoleSelectorLabels" -}}
+{{ include "agentrun-operator.selectorLabels" . }}
+app.kubernetes.io/component: console
+{{- end }}
+
+{{- define "agentrun-operator.consoleName" -}}
+{{- printf "%s-console" (include "agentrun-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The one namespace the console watches (--namespace), or "" for every namespace: it watches what
+the operator watches. Its RBAC follows, so a namespaced install lets it list runs in that
+namespace only; the console takes a single --namespace, so a namespaced install watching more
+than one is refused rather than given a console whose every listing is refused.
+*/}}
+{{- define "agentrun-operator.consoleNamespace" -}}
+{{- if not .Values.rbac.clusterWide }}
+{{- $namespaces := include "agentrun-operator.watchNamespaces" . | fromJsonArray }}
+{{- if ne (len $namespaces) 1 }}
+{{- fail (printf "console.enabled with rbac.clusterWide=false: the console watches one namespace (python -m agentrun.console --namespace), and watchNamespaces lists %d (%s). List one namespace, or set rbac.clusterWide=true" (len $namespaces) (join ", " $namespaces)) }}
+{{- end }}
+{{- first $namespaces }}
+{{- end }}
+{{- end }}
+
+{{/*
+Fails rendering on console values the console cannot honour: the oauth2-proxy sidecar without
+proxy sign-in (the console would ask for tokens behind a proxy that already signed people in).
+*/}}
+{{- define "agentrun-operator.checkConsole" -}}
+{{- $console := .Values.console }}
+{{- if and $console.oauth2Proxy.enabled (ne $console.auth.mode "proxy") }}
+{{- fail (printf "console.oauth2Proxy.enabled needs console.auth.mode=proxy (it is %s): the sidecar signs people in and names them to the console in headers, which the console reads in proxy mode only" $console.auth.mode) }}
+{{- end }}
+{{- end }}
+
 {{- define "agentrun-operator.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "agentrun-operator.selectorLabels" . }}

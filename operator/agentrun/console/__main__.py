@@ -40,6 +40,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--secure-cookies", action="store_true", help="mark cookies Secure (served over HTTPS)"
     )
+    proxy = parser.add_argument_group("with --auth proxy: where the proxy names the person")
+    proxy.add_argument(
+        "--user-header", default="X-Forwarded-User", help="the user's name (default %(default)s)"
+    )
+    proxy.add_argument(
+        "--groups-header",
+        default="X-Forwarded-Groups",
+        help="their groups, comma-separated (default %(default)s)",
+    )
+    proxy.add_argument(
+        "--token-header",
+        default="X-Forwarded-Access-Token",
+        help="a token the API server accepts, used as theirs when present, with or without "
+        "'Bearer ' (Authorization, for oauth2-proxy's --pass-authorization-header); without it "
+        "the console impersonates the user and groups (default %(default)s)",
+    )
     return parser
 
 

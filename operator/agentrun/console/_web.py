@@ -107,6 +107,8 @@ def person_of(request: Request) -> Person | None:
         )
         groups = tuple(g for g in groups if g)
         token = request.headers.get(settings.token_header, "").strip()
+        if token[:7].lower() == "bearer ":
+            token = token[7:].strip()
         caller = BearerToken(token) if token else Impersonated(user, groups)
         return Person(user, groups, caller)
     session = console.sealer.open(request.cookies.get(COOKIE))
