@@ -6,8 +6,10 @@
 # chart with `helm install` (two replicas of the project's image, the chart's Redis), applies
 # examples/booking.yaml, and once the agent has booked a seat (it then lingers 30 s, standing in
 # for a slow confirmation) force-deletes the pod holding the run's lease. Ends with
-# `kubectl get agentruns -o wide` and `kubectl describe agentrun booking`. The cluster stays up
-# for a look around (`make cluster-down` takes it down); a second run starts the demo afresh.
+# `kubectl get agentruns -o wide` and `kubectl describe agentrun booking`, and with how to open
+# the run console (the chart's console.enabled) on the run it carried on, as an on-call engineer
+# who may view and approve in the namespace. The cluster stays up for a look around (`make
+# cluster-down` takes it down); a second run starts the demo afresh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/${VENV:-.venv}/bin:$PATH"
@@ -33,11 +35,11 @@ if kubectl get namespace "$NS" >/dev/null 2>&1; then
 fi
 rm -rf "$demo_dir" && mkdir -p "$demo_dir" && chmod 0777 "$demo_dir"
 
-step "Installing the chart: two replicas of agentrun-operator:e2e, the chart's Redis"
+step "Installing the chart: two replicas of agentrun-operator:e2e, the chart's Redis, the console"
 echo "(the demo's stand-in airline and SMS gateway live in $demo_dir on the node, which"
 echo " hack/mount_demo_dir.py mounts into every replica)"
 show helm install agentrun charts/agentrun-operator -n "$NS" --create-namespace \
-  -f hack/cluster-values.yaml --post-renderer python3 \
+  -f hack/cluster-values.yaml --set console.enabled=true --post-renderer python3 \
   --post-renderer-args hack/mount_demo_dir.py --post-renderer-args "$demo_dir" \
   --wait --timeout=120s || fail "helm install failed"
 show kubectl -n "$NS" get pods -o wide
@@ -81,4 +83,24 @@ echo "same Idempotency-Key and the airline answered with the seat it had already
 step "The run"
 show kubectl -n "$NS" get agentruns -o wide
 show kubectl -n "$NS" describe agentrun "$RUN"
+step "The run console"
+# An on-call engineer of this namespace: may view runs, approve and resolve, nothing more.
+kubectl -n "$NS" create serviceaccount demo-oncall >/dev/null
+for role in agentrun-view agentrun-approve; do
+  kubectl -n "$NS" create rolebinding "demo-oncall-$role" --clusterrole="$role" \
+    --serviceaccount="$NS:demo-oncall" >/dev/null
+done
+console=$(kubectl -n "$NS" get service -l app.kubernetes.io/component=console \
+  -o jsonpath='{.items[0].metadata.name}')
+address=$(kubectl -n "$NS" get service "$console" \
+  -o jsonpath='{.spec.clusterIP}:{.spec.ports[0].port}')
+kubectl -n "$NS" rollout status "deployment/$console" --timeout=120s >/dev/null \
+  || fail "the console did not become ready"
+echo "The console shows the run it just carried on, its timeline, tool calls and transcript:"
+echo "  open http://$address/runs/$NS/$RUN"
+echo "  (this machine reaches the Service's address; elsewhere:"
+echo "   KUBECONFIG=$KUBECONFIG_FILE kubectl -n $NS port-forward svc/$console 8080:80,"
+echo "   then http://127.0.0.1:8080/runs/$NS/$RUN)"
+echo "Sign in with a token of an on-call engineer who may view and approve runs here:"
+echo "  KUBECONFIG=$KUBECONFIG_FILE kubectl -n $NS create token demo-oncall"
 step "Demo finished; the cluster stays up (KUBECONFIG=$KUBECONFIG_FILE; make cluster-down)"

@@ -30,11 +30,12 @@ from tests.support.agentruns import (
 )
 from tests.support.console import (
     CHROMIUM_ARGS,
-    SCREENSHOTS,
     ConsoleProcess,
     bind,
     chromium_binary,
     console_process,
+    screenshot,
+    signed_in,
     token_of,
     user_of,
 )
@@ -76,18 +77,7 @@ def browser() -> Iterator[Browser]:
 
 
 def _signed_in(browser: Browser, console: ConsoleProcess, token: str) -> Page:
-    page = browser.new_context(base_url=console.url).new_page()
-    page.goto("/runs")
-    expect(page).to_have_url(f"{console.url}/sign-in?next=%2Fruns")
-    page.fill("input[name=token]", token)
-    page.click("#sign-in button")
-    expect(page).to_have_url(f"{console.url}/runs")
-    return page
-
-
-def _shot(page: Page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"console-{name}.png"), full_page=True)
+    return signed_in(browser, console.url, token)
 
 
 def _waiting_on_approval(kube: Kube, name: str) -> None:
@@ -155,12 +145,12 @@ def test_an_undecidable_call_is_resolved_in_the_browser_and_the_page_follows_liv
     expect(row).to_contain_text("send_sms")
     expect(row).to_contain_text(call["callId"])
     expect(row).to_contain_text('"phone": "+49"')  # the call's arguments, from the frontier
-    _shot(page, "inbox")
+    screenshot(page, "inbox")
     row.locator("a").click()
     expect(page.locator("#state")).to_have_text("Indeterminate")
     section = page.locator(f"#undecidable-{call['callId']}")
     expect(section).to_contain_text("send_sms")
-    _shot(page, "run-undecidable")
+    screenshot(page, "run-undecidable")
     section.locator("input[name=result]").fill("sent")
     section.locator("button.ran").click()
     expect(page.locator("#said")).to_contain_text("your answer was recorded")
@@ -173,7 +163,7 @@ def test_an_undecidable_call_is_resolved_in_the_browser_and_the_page_follows_liv
     followed = time.monotonic() - succeeded
     assert page.evaluate("window.__notReloaded === true"), "the page was reloaded"
     print(f"the page showed Completed {followed:.2f} s after kubectl saw Succeeded=True")
-    _shot(page, "run-completed")
+    screenshot(page, "run-completed")
     [resolution] = get_run(kube, "texted")["spec"]["resolutions"]
     assert resolution == {
         "callId": call["callId"],
@@ -215,7 +205,7 @@ def test_a_viewer_sees_no_approve_button_and_a_forged_approval_is_refused_by_the
     refused = page.locator("#refused")
     expect(refused).to_contain_text("the API server refused")
     expect(refused).to_contain_text("may not approve")
-    _shot(page, "refused")
+    screenshot(page, "refused")
     assert get_run(kube, "refund-viewed")["spec"].get("approvals") in (None, [])
 
 
@@ -279,7 +269,7 @@ def test_a_page_reconnects_after_the_console_restarts_and_catches_up(
     row = page.locator("tr", has_text="refund-after-restart")
     expect(row).to_contain_text("AwaitingApproval", timeout=20_000)
     assert page.evaluate("window.__notReloaded === true"), "the page was reloaded"
-    _shot(page, "runs")
+    screenshot(page, "runs")
 
 
 def test_writes_from_another_site_or_without_the_form_token_are_refused(
@@ -328,7 +318,7 @@ def test_the_agents_page_shows_the_agents_the_person_may_list(
     page.goto("/agents")
     section = page.locator(f"#agent-{kube.namespace}-refunds")
     expect(section).to_contain_text("openai gpt-4o-mini")
-    _shot(page, "agents")
+    screenshot(page, "agents")
     page = _signed_in(browser, console, people["carol"])
     page.goto("/agents")
     expect(page.locator(f"#agent-{kube.namespace}-refunds")).to_have_count(0)

@@ -166,13 +166,13 @@ class OperatorRelease:
     redis_volume: str = ""
 
     def operator_pods(self) -> list[str]:
-        """The operator's pods that are running and not being deleted (the chart's Redis pod
-        carries the same selector labels, so it is told apart by its component label)."""
+        """The operator's pods that are running and not being deleted (the chart's Redis and
+        console pods carry the same instance label, so they are told apart by their component)."""
         listing = self.kube.kubectl(
             "get",
             "pods",
             "-l",
-            f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component!=redis",
+            f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component=operator",
             "-o",
             "json",
         )

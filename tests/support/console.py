@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from playwright.sync_api import Browser, Page, expect
 
 from tests.support.kube import REPO, Kube
 from tests.support.ports import free_port
@@ -175,3 +178,20 @@ def console_process(
         yield console
     finally:
         console.stop()
+
+
+def signed_in(browser: Browser, url: str, token: str) -> Page:
+    """A new browser context signed in to the console at ``url`` with ``token``, on /runs."""
+    page = browser.new_context(base_url=url).new_page()
+    page.goto("/runs")
+    # By path: a browser writes http://host:80 as http://host.
+    expect(page).to_have_url(re.compile(r"/sign-in\?next=%2Fruns$"))
+    page.fill("input[name=token]", token)
+    page.click("#sign-in button")
+    expect(page).to_have_url(re.compile(r"^http://[^/]+/runs$"))
+    return page
+
+
+def screenshot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"console-{name}.png"), full_page=True)
