@@ -409,3 +409,30 @@ def test_behind_a_proxy_the_console_acts_as_the_user_the_proxy_names(
     answer = stranger.goto(f"/runs/{kube.namespace}/refund-proxied")
     assert answer is not None
     assert answer.status == 404
+
+
+def test_a_selection_is_acted_on_run_by_run_as_the_person(
+    kube: Kube, console: ConsoleProcess, people: dict[str, str], browser: Browser
+) -> None:
+    for name in ("bulk-a", "bulk-b"):
+        _waiting_on_approval(kube, name)
+    page = _signed_in(browser, console, people["alice"])
+    page.goto(f"/runs?namespace={kube.namespace}")
+    for name in ("bulk-a", "bulk-b"):
+        page.check(f"input[name=run][value='{kube.namespace}/{name}']")
+    page.click("#bulk-suspend")
+    expect(page.locator("h1")).to_have_text("Suspend: 2 of 2 done")
+    for name in ("bulk-a", "bulk-b"):
+        assert get_run(kube, name)["spec"]["suspend"] is True
+    # bob may patch runs but not approve: each approval of his selection is refused by the API
+    # server on its own, and nothing is appended.
+    page = _signed_in(browser, console, people["bob"])
+    page.goto("/inbox")
+    for name in ("bulk-a", "bulk-b"):
+        page.check(f"input[name=run][value='{kube.namespace}/{name}/apr-1']")
+    page.click("#bulk-approve")
+    expect(page.locator("h1")).to_have_text("Approve: 0 of 2 done")
+    expect(page.locator("table.bulk")).to_contain_text("may not approve")
+    screenshot(page, "bulk-refused")
+    for name in ("bulk-a", "bulk-b"):
+        assert get_run(kube, name)["spec"].get("approvals") in (None, [])

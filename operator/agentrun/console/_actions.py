@@ -19,6 +19,7 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from agentrun._base import FrozenModel
 from agentrun.console._apiserver import JSON_PATCH, Answer
 from agentrun.console._callers import Person
 from agentrun.console._run_page import read_run
@@ -26,7 +27,6 @@ from agentrun.console._watch import collection
 from agentrun.console._web import (
     console_of,
     csrf_ok,
-    nothing_here,
     person_of,
     render,
     sign_in_first,
@@ -110,41 +110,57 @@ def _back(namespace: str, name: str, key: str, text: str) -> Response:
     )
 
 
-async def act(request: Request) -> Response:
-    person = person_of(request)
-    if person is None:
-        return sign_in_first(request)
-    console = console_of(request)
-    namespace, name, action = (
-        request.path_params["namespace"],
-        request.path_params["name"],
-        request.path_params["action"],
-    )
-    form = {k: str(v) for k, v in (await request.form()).items()}
+def refused_before(request: Request, form: dict[str, str]) -> Response | None:
+    """The refusal of a write the console makes itself, before anything reaches the API
+    server: a form that did not come from its page, or a read-only console."""
     if not csrf_ok(request, form.get("csrf", "")):
         return render(
             request, "error.html", status=403, title="Refused",
             detail="This form did not come from this console's page (its CSRF token is "
             "missing or wrong). Reload the page and try again.",
         )  # fmt: skip
-    if console.settings.read_only:
+    if console_of(request).settings.read_only:
         return render(
             request, "error.html", status=403, title="Read-only",
             detail="This console is read-only (console.readOnly): use kubectl or agentrun.",
         )  # fmt: skip
+    return None
+
+
+class Outcome(FrozenModel):
+    """What became of one action on one run: done, or refused and why."""
+
+    namespace: str
+    name: str
+    done: bool
+    message: str
+
+
+async def perform(
+    request: Request, person: Person, namespace: str, name: str, action: str, form: dict[str, str]
+) -> Outcome:
+    """``action`` on one run, as ``person``; never raises for a refusal, which it returns."""
+    console = console_of(request)
+
+    def outcome(done: bool, message: str) -> Outcome:
+        return Outcome(namespace=namespace, name=name, done=done, message=message)
+
     if action == "delete":
-        return await _delete(request, person, namespace, name, form)
+        deleted = await console.api.call("DELETE", f"{collection(namespace)}/{name}", person.caller)
+        if not deleted.ok:
+            return outcome(False, f"the API server refused: {deleted.message}")
+        return outcome(True, "deleted: the operator forgets it in the store")
     if action not in PATCHES:
-        return render(request, "error.html", status=404, title="No such action", detail=action)
+        return outcome(False, f"no action {action!r}")
     answer: Answer | None = None
     for _ in range(2):
         obj = await read_run(request, person, namespace, name)
         if obj is None:
-            return nothing_here(request)
+            return outcome(False, "there is no such run, or you may not see it")
         try:
             operations = PATCHES[action](obj, form, person)
         except Refusal as refusal:
-            return _back(namespace, name, "refused", str(refusal))
+            return outcome(False, str(refusal))
         answer = await console.api.call(
             "PATCH", f"{collection(namespace)}/{name}", person.caller,
             body=operations, content_type=JSON_PATCH,
@@ -154,20 +170,28 @@ async def act(request: Request) -> Response:
             break
     assert answer is not None
     if not answer.ok:
-        return _back(namespace, name, "refused", f"the API server refused: {answer.message}")
-    return _back(namespace, name, "said", DONE[action])
+        return outcome(False, f"the API server refused: {answer.message}")
+    return outcome(True, DONE[action])
 
 
-async def _delete(
-    request: Request, person: Person, namespace: str, name: str, form: dict[str, str]
-) -> Response:
-    if form.get("confirm") != name:
+async def act(request: Request) -> Response:
+    person = person_of(request)
+    if person is None:
+        return sign_in_first(request)
+    namespace, name, action = (
+        request.path_params["namespace"],
+        request.path_params["name"],
+        request.path_params["action"],
+    )
+    form = {k: str(v) for k, v in (await request.form()).items()}
+    refused = refused_before(request, form)
+    if refused is not None:
+        return refused
+    if action == "delete" and form.get("confirm") != name:
         return _back(
             namespace, name, "refused", f"type the run's name ({name}) to confirm the delete"
         )
-    answer = await console_of(request).api.call(
-        "DELETE", f"{collection(namespace)}/{name}", person.caller
-    )
-    if not answer.ok:
-        return _back(namespace, name, "refused", f"the API server refused: {answer.message}")
-    return RedirectResponse(f"/runs?namespace={quote(namespace, safe='')}", status_code=303)
+    result = await perform(request, person, namespace, name, action, form)
+    if result.done and action == "delete":
+        return RedirectResponse(f"/runs?namespace={quote(namespace, safe='')}", status_code=303)
+    return _back(namespace, name, "said" if result.done else "refused", result.message)

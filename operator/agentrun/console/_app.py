@@ -27,6 +27,7 @@ from agentrun.console._access import Access
 from agentrun.console._actions import act
 from agentrun.console._agents_page import agents_page
 from agentrun.console._apiserver import ApiServer
+from agentrun.console._bulk import bulk
 from agentrun.console._index import RunIndex
 from agentrun.console._pages import inbox_page, runs_page
 from agentrun.console._run_page import run_page
@@ -151,6 +152,7 @@ def create_app(settings: ConsoleSettings, api: ApiServer | None = None) -> Starl
             Route("/inbox", inbox_page),
             Route("/agents", agents_page),
             Route("/events", events),
+            Route("/bulk", bulk, methods=["POST"]),
             Route("/runs/{namespace}/{name}", run_page),
             Route("/runs/{namespace}/{name}/{action}", act, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

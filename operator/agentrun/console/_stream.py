@@ -107,7 +107,7 @@ async def _events_for(
             "change",
             id=row.dom_id,
             matches=runs_filter.matches(row, since),
-            html=template.render(row=row, now=now),
+            html=template.render(row=row, now=now, read_only=console.settings.read_only),
         )
     if view == "runs":
         page = listing(runs_filter, await visible_rows(request, person), now)

@@ -23,13 +23,27 @@
         return response.ok ? response.text() : null;
       })
       .then(function (html) {
-        if (html !== null && html !== undefined) { document.getElementById("live").innerHTML = html; }
+        if (html !== null && html !== undefined) {
+          var kept = ticked();
+          document.getElementById("live").innerHTML = html;
+          retick(kept);
+        }
       })
       .catch(function () { again = true; })
       .finally(function () {
         refreshing = null;
         if (again) { again = false; setTimeout(refresh, 500); }
       });
+  }
+
+  // What a person ticked for a bulk action survives a row's update and a refetch.
+  function ticked() {
+    var values = {};
+    document.querySelectorAll("input[name=run]:checked").forEach(function (box) { values[box.value] = true; });
+    return values;
+  }
+  function retick(values) {
+    document.querySelectorAll("input[name=run]").forEach(function (box) { if (values[box.value]) { box.checked = true; } });
   }
 
   function gone() {
@@ -54,9 +68,11 @@
       var data = JSON.parse(event.data);
       var row = document.getElementById(data.id);
       if (view === "runs" && row && data.matches && data.html) {
+        var kept = ticked();
         var holder = document.createElement("tbody");
         holder.innerHTML = data.html;
         row.replaceWith(holder.firstElementChild);
+        retick(kept);
       } else if (row || data.matches) {
         refresh();
       }
