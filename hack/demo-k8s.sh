@@ -33,7 +33,23 @@ if kubectl get namespace "$NS" >/dev/null 2>&1; then
   helm -n "$NS" uninstall agentrun --wait --timeout=120s
   kubectl delete namespace "$NS" --timeout=120s
 fi
+kubectl delete persistentvolume agentrun-demo-redis --ignore-not-found --timeout=60s >/dev/null
 rm -rf "$demo_dir" && mkdir -p "$demo_dir" && chmod 0777 "$demo_dir"
+# The chart's Redis keeps its data on a volume; the cluster has no storage provisioner, so the
+# demo gives it a folder of the node (a PersistentVolume without a class, which its claim binds).
+redis_dir="$CLUSTER_DIR/demo-redis"
+rm -rf "$redis_dir" && mkdir -p "$redis_dir" && chmod 0777 "$redis_dir"
+kubectl apply -f - >/dev/null <<VOLUME || fail "the Redis volume could not be made"
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: agentrun-demo-redis}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  hostPath: {path: $redis_dir, type: Directory}
+VOLUME
 
 step "Installing the chart: two replicas of agentrun-operator:e2e, the chart's Redis, the console"
 echo "(the demo's stand-in airline and SMS gateway live in $demo_dir on the node, which"

@@ -41,6 +41,7 @@ from tests.support.console import (
 )
 from tests.support.kube import Kube
 from tests.support.operator import Operators, wait_for
+from tests.support.ports import free_port
 from tests.support.redis_server import RedisServer
 
 PENDING = {"requestId": "apr-1", "callId": "call-1", "tool": "refund"}
@@ -436,3 +437,16 @@ def test_a_selection_is_acted_on_run_by_run_as_the_person(
     screenshot(page, "bulk-refused")
     for name in ("bulk-a", "bulk-b"):
         assert get_run(kube, name)["spec"].get("approvals") in (None, [])
+
+
+def test_a_console_whose_store_is_not_up_yet_serves_what_the_api_server_holds(
+    kube: Kube, tmp_path_factory: pytest.TempPathFactory, people: dict[str, str], browser: Browser
+) -> None:
+    nowhere = f"redis://127.0.0.1:{free_port()}/0"
+    _waiting_on_approval(kube, "refund-no-store")
+    with console_process(kube, nowhere, tmp_path_factory.mktemp("console-no-store")) as process:
+        page = _signed_in(browser, process, people["alice"])
+        page.goto(f"/runs/{kube.namespace}/refund-no-store")
+        expect(page.locator("#approval")).to_contain_text("refund")
+        expect(page.locator("main")).to_contain_text("the store cannot be reached yet")
+        assert "the store cannot be opened yet" in process.log()

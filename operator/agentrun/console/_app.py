@@ -22,6 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentrun._errors import AgentRunError
 from agentrun._redaction import Masker
 from agentrun.console._access import Access
 from agentrun.console._actions import act
@@ -104,6 +105,23 @@ async def _healthz(request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
+async def _open_store(console: Console, url: str) -> None:
+    """Open the store, and keep trying while it cannot be reached: the console starts (and its
+    pages show what the API server holds) before the store answers, as when both start together
+    in a fresh install; a run page says why its transcript is missing meanwhile."""
+    delay = 0.5
+    while console.backend is None:
+        try:
+            console.backend = await open_backend(url, create=False)
+            console.store_error = ""
+        except AgentRunError as error:
+            if str(error) != console.store_error:
+                log.warning("the store cannot be opened yet: %s; trying again", error)
+            console.store_error = str(error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
 def create_app(settings: ConsoleSettings, api: ApiServer | None = None) -> Starlette:
     """The console for ``settings``: its watch starts with the application and stops with it."""
     masker = Masker.build()
@@ -127,16 +145,18 @@ def create_app(settings: ConsoleSettings, api: ApiServer | None = None) -> Starl
             masker=masker,
             templates=environment(masker),
         )
-        if settings.store:
-            console.backend = await open_backend(settings.store, create=False)
         app.state.console = console
-        watch = asyncio.create_task(keep_watching(console.api, console.index, settings.namespace))
+        tasks = [asyncio.create_task(keep_watching(console.api, console.index, settings.namespace))]
+        if settings.store:
+            tasks.append(asyncio.create_task(_open_store(console, settings.store)))
         try:
             yield
         finally:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if console.backend is not None:
                 await console.backend.close()
             await console.api.close()

@@ -51,7 +51,9 @@ async def run_page(request: Request) -> Response:
     events = list(events_answer.body.get("items") or ()) if events_answer.ok else []
     page_text = request.query_params.get("transcript", "1")
     page = int(page_text) if page_text.isdigit() and int(page_text) > 0 else 1
-    if console.backend is None:
+    if console.backend is None and console.settings.store:
+        store = StoreView(error=f"the store cannot be reached yet: {console.store_error}")
+    elif console.backend is None:
         store = StoreView(error="the console was started without the store (--store)")
     elif not row.tenant:
         store = StoreView(error="the operator has not started this run yet")

@@ -46,6 +46,8 @@ class Console:
     masker: Masker
     templates: Environment
     backend: Backend | None = None
+    store_error: str = ""
+    """Why the store could not be opened yet, while the console keeps trying."""
     inbox_arguments: InboxArguments = field(default_factory=InboxArguments)
 
 
