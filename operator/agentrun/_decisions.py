@@ -1,8 +1,11 @@
 """What people decide for a run: approvals, and answers for calls nobody else can decide.
 
-The CLI (``agentrun approve``, ``agentrun resolve``) and the operator (``spec.approvals``,
-``spec.resolutions``) both record people's decisions through these functions, and the runner
-reads them back (``decision_for``); so they are the kit's, not any one front end's.
+The CLI (``agentrun approve``, ``agentrun resolve``), the local console (``agentrun console``)
+and the operator (``spec.approvals``, ``spec.resolutions``) record people's decisions through
+these functions, and the runner reads them back (``decision_for``); so they are the kit's, not
+any one front end's. ``answer_approval`` and ``answer_call`` are what a front end over a store
+calls: they check the run is waiting on what is answered, and answer a call under the run's
+lease.
 
 Both are recorded through the idempotency store's ``settle`` — a person's word is not fenced,
 since a person outranks every worker — so they need no store of their own and survive whatever
@@ -20,11 +23,14 @@ from __future__ import annotations
 
 import hashlib
 
+from agentrun._backend import Backend
 from agentrun._base import FrozenModel
-from agentrun._errors import ConfigurationError
-from agentrun._frontier import Checkpoint
+from agentrun._checkpointing import Checkpointer
+from agentrun._errors import ConfigurationError, NothingCheckpointedError
+from agentrun._frontier import Checkpoint, PendingApproval
 from agentrun._history import HistoryStore, load_transcript
 from agentrun._idempotency import ClaimState, IdempotencyStore
+from agentrun._leases import default_holder
 from agentrun._resume import plan_resume, tracking_key
 
 APPROVAL_PREFIX = "approval:v1:"
@@ -153,3 +159,96 @@ async def resolve(
         by=by,
         claimed_by=claimed_by,
     )
+
+
+ANSWER_LEASE_TTL = 30.0
+"""Seconds the lease taken to answer for a call outlives a process that dies holding it."""
+
+
+async def _frontier(backend: Backend, tenant: str, run_id: str) -> Checkpoint:
+    checkpoint = await Checkpointer(backend.checkpoints).latest(tenant, run_id)
+    if checkpoint is None:
+        raise NothingCheckpointedError(run_id=run_id, tenant=tenant)
+    return checkpoint
+
+
+async def answer_approval(
+    backend: Backend, tenant: str, run_id: str, request_id: str, decision: ApprovalDecision
+) -> PendingApproval:
+    """Record ``decision`` for approval ``request_id`` of a run that waits on it; the approval.
+
+    Args:
+        backend: The run's stores.
+        tenant: The run's tenant.
+        run_id: The run's id.
+        request_id: The approval request the run waits on.
+        decision: Approved or not, by whom, and why.
+
+    Returns:
+        The approval the run waits on (its tool and call).
+
+    Raises:
+        NothingCheckpointedError: The run has no frontier.
+        ConfigurationError: The run waits on no approval, or on another one; nothing written.
+        StoreUnavailableError: The store could not be reached or answered with an error.
+    """
+    waiting = (await _frontier(backend, tenant, run_id)).approval
+    if waiting is None or waiting.request_id != request_id:
+        now = f"approval {waiting.request_id}" if waiting else "nothing"
+        raise ConfigurationError(
+            f"run {run_id!r} is not waiting on approval {request_id!r} (it is waiting on "
+            f"{now}); check with `agentrun inspect {run_id} --tenant {tenant}`"
+        )
+    await decide(backend.idempotency, tenant, run_id, request_id, **decision.model_dump())
+    return waiting
+
+
+async def answer_call(
+    backend: Backend,
+    tenant: str,
+    run_id: str,
+    call_id: str,
+    *,
+    ran: bool,
+    result: str | None,
+    by: str,
+) -> None:
+    """Record a person's answer for an undecidable call, holding the run's lease meanwhile (as
+    a resume does: no worker dispatches the call while it is answered).
+
+    Args:
+        backend: The run's stores.
+        tenant: The run's tenant.
+        run_id: The run's id.
+        call_id: The undecidable call.
+        ran: Whether it took effect.
+        result: What it returned, when it ran.
+        by: Who answers.
+
+    Raises:
+        NothingCheckpointedError: The run has no frontier.
+        ConfigurationError: The call is not undecidable now (its outcome was recorded, or it was
+            answered already), or ``ran`` without ``result``; nothing written.
+        RunLeaseError: A worker holds the run; answer once its lease is free.
+        StoreUnavailableError: The store could not be reached or answered with an error.
+    """
+    lease = await backend.leases.acquire(tenant, run_id, default_holder(), ttl=ANSWER_LEASE_TTL)
+    try:
+        checkpoint = await _frontier(backend, tenant, run_id)
+        recorded = await resolve(
+            backend.idempotency,
+            checkpoint,
+            call_id,
+            ran=ran,
+            result=result,
+            by=by,
+            history=backend.history,
+        )
+    finally:
+        await backend.leases.release(lease)
+    if not recorded:
+        raise ConfigurationError(
+            f"call {call_id} of run {run_id!r} is not undecidable now: nothing is in flight "
+            "under it (its outcome was recorded, or it was answered already); nothing was "
+            f"written. See `agentrun inspect {run_id} --tenant {tenant}`"
+        )

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from agentrun import Backend, open_backend
 from agentrun._backend import StoreSet
 from agentrun._checkpointing import Checkpointer, WriteReceipt
-from agentrun._decisions import ApprovalDecision, decide, resolve
+from agentrun._decisions import ApprovalDecision, answer_approval, answer_call
 from agentrun._errors import AgentRunError, ConfigurationError, NothingCheckpointedError
 from agentrun._frontier import Checkpoint, describe
 from agentrun._leases import LeasePolicy, RunLease, default_holder
@@ -33,7 +33,6 @@ from agentrun.runner._results import RunResult
 from agentrun.runner._tracing import export_if_configured
 
 DEFAULT_STORE = "sqlite:///./.agentrun/state.db"
-RESOLVE_LEASE_TTL = 30.0
 EXIT_HELP = "exit codes:\n" + "\n".join(
     textwrap.fill(
         code.meaning, width=95, initial_indent=f"  {code.value}  ", subsequent_indent="     "
@@ -155,18 +154,8 @@ def _answer(args: argparse.Namespace) -> str:
 
 
 async def _approve(args: argparse.Namespace, backend: Backend) -> Exit:
-    checkpoint = await _frontier(backend, args.tenant, args.run_id)
-    waiting = checkpoint.approval
-    if waiting is None or waiting.request_id != args.request:
-        now = f"approval {waiting.request_id}" if waiting else "nothing"
-        raise ConfigurationError(
-            f"run {args.run_id!r} is not waiting on approval {args.request!r} (it is waiting on "
-            f"{now}); check with `agentrun inspect {args.run_id} --tenant {args.tenant}`"
-        )
     decision = _decision(args)
-    await decide(
-        backend.idempotency, args.tenant, args.run_id, args.request, **decision.model_dump()
-    )
+    waiting = await answer_approval(backend, args.tenant, args.run_id, args.request, decision)
     _say(
         f"{_verb(decision)} {args.request} ({waiting.tool}, call {waiting.call_id}) for run "
         f"{args.run_id} as {args.by}; carry it on with "
@@ -176,29 +165,9 @@ async def _approve(args: argparse.Namespace, backend: Backend) -> Exit:
 
 
 async def _resolve(args: argparse.Namespace, backend: Backend) -> Exit:
-    # Under the run's lease, like a resume: no worker dispatches the call while it is answered.
-    lease = await backend.leases.acquire(
-        args.tenant, args.run_id, default_holder(), ttl=RESOLVE_LEASE_TTL
+    await answer_call(
+        backend, args.tenant, args.run_id, args.call, ran=args.ran, result=args.result, by=args.by
     )
-    try:
-        checkpoint = await _frontier(backend, args.tenant, args.run_id)
-        recorded = await resolve(
-            backend.idempotency,
-            checkpoint,
-            args.call,
-            ran=args.ran,
-            result=args.result,
-            by=args.by,
-            history=backend.history,
-        )
-    finally:
-        await backend.leases.release(lease)
-    if not recorded:
-        raise ConfigurationError(
-            f"call {args.call} of run {args.run_id!r} is not undecidable now: nothing is in "
-            "flight under it (its outcome was recorded, or it was answered already); nothing "
-            f"was written. See `agentrun inspect {args.run_id} --tenant {args.tenant}`"
-        )
     _say(
         f"recorded for call {args.call} of run {args.run_id}: {_answer(args)} (by {args.by}); "
         f"carry it on with `agentrun run --resume {args.run_id} --tenant {args.tenant}`"
