@@ -17,7 +17,8 @@ any store sees them, so an adapter, or a third-party store handed to a ``StoreSe
 checks of its own and cannot leave one out.
 
 ``CheckpointStore`` is here too: it is the one store contract without a module of its own, since
-what it stores is ``_frontier``'s and how a frontier is written is ``_checkpointing``'s.
+what it stores is ``_frontier``'s and how a frontier is written is ``_checkpointing``'s; and so is
+the optional capability of a checkpoint store, ``RunLister``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol, Self
+from typing import Protocol, Self, runtime_checkable
 
 from agentrun._commits import CommitStore
 from agentrun._history import HistoryStore
@@ -35,6 +36,7 @@ from agentrun._ledger import Ledger
 from agentrun._quotas import QuotaStore
 from agentrun._redaction import Masker
 from agentrun._storecore.checked import (
+    DEFAULT_RUNS_PAGE,
     checked_checkpoints,
     checked_commits,
     checked_history,
@@ -85,6 +87,55 @@ class CheckpointStore(Protocol):
             run_id: The run's id.
 
         Raises:
+            StoreUnavailableError: The store could not be reached or answered with an error.
+        """
+
+
+@runtime_checkable
+class RunLister(Protocol):
+    """A ``CheckpointStore`` that can list the runs it holds a frontier for.
+
+    A worker never needs this: it is handed the run it works on. A person does: without
+    Kubernetes there is no resource per run to list, and the frontiers are the one record of
+    which runs exist, so a console (or a script) pages through them here. A run has a frontier
+    from its first boundary until it is forgotten (``forget``), so a forgotten run is not
+    listed, and neither is a run that has only taken a lease.
+
+    Not every store can do this cheaply (Redis scans its keyspace), so it is optional, as
+    ``SegmentLister`` is for history stores: ask ``isinstance(store, RunLister)``. The four
+    stores the kit ships are listers, and the checks every ``StoreSet`` puts in front of a
+    store keep the capability visible (``agentrun._storecore.checked``).
+    """
+
+    async def runs(
+        self,
+        tenant: str | None = None,
+        *,
+        after: tuple[str, str] | None = None,
+        limit: int = DEFAULT_RUNS_PAGE,
+    ) -> tuple[tuple[str, str], ...]:
+        """One page of the runs with a frontier, in order of (tenant, run id).
+
+        The order is the store's order of text: by code point on the memory, SQLite and Redis
+        stores, and on PostgreSQL by the columns' collation, which is the order of the primary
+        key that serves the query (by code point under the ``C`` collation). Asking each page
+        ``after`` the last run of the one before walks every run once: none twice, and none
+        left out that kept its frontier throughout the walk (one written behind the cursor
+        shows on the next walk).
+
+        Args:
+            tenant: List only this tenant's runs; None lists every tenant's.
+            after: Start after this (tenant, run id), which need not be a run; None starts at
+                the beginning.
+            limit: The most runs to list (1 or more).
+
+        Returns:
+            (tenant, run id) pairs, at most ``limit``, in order; fewer than ``limit`` only
+            when the listing is at its end.
+
+        Raises:
+            ConfigurationError: A tenant or an ``after`` no store can key on (see
+                ``agentrun._identifiers``), or a ``limit`` below 1.
             StoreUnavailableError: The store could not be reached or answered with an error.
         """
 

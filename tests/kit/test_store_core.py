@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun._backend import StoreSet
+from agentrun import open_backend
+from agentrun._backend import RunLister, StoreSet
 from agentrun._commits import RunReader
 from agentrun._errors import ConfigurationError
 from agentrun._history import SegmentLister
 from agentrun._idempotency import MaskedOutcomes, RunAndRecordsReader
 from agentrun._identifiers import MAX_KEY_BYTES
-from agentrun._storecore.checked import CheckedHistory, CheckedIdempotency
-from agentrun.stores._memory import MemoryBackend, MemoryHistoryStore
+from agentrun._storecore.checked import CheckedCheckpoints, CheckedHistory, CheckedIdempotency
+from agentrun.stores._memory import MemoryBackend, MemoryCheckpointStore, MemoryHistoryStore
 from agentrun.testing._base import refuses_unusable_ids
 from tests.kit.stores import CountingCheckpointStore, RecordingHistoryStore
 
@@ -62,6 +63,7 @@ async def test_keys_and_ttls_are_refused_before_any_store_is_asked() -> None:
 
 def test_capabilities_stay_visible_through_the_checks() -> None:
     backend = MemoryBackend()
+    assert isinstance(backend.checkpoints, RunLister)
     assert isinstance(backend.history, SegmentLister)
     assert isinstance(backend.commits, RunReader)
     assert not isinstance(backend.commits, RunAndRecordsReader)  # the memory one reads none
@@ -77,6 +79,46 @@ def test_capabilities_stay_visible_through_the_checks() -> None:
     )
     assert isinstance(plain.history, CheckedHistory)
     assert not isinstance(plain.history, SegmentLister)
+    counted = _with(CountingCheckpointStore(backend.checkpoints))  # lists no runs
+    assert isinstance(counted.checkpoints, CheckedCheckpoints)
+    assert not isinstance(counted.checkpoints, RunLister)
+
+
+class _ListingCheckpoints(CountingCheckpointStore):
+    """A third-party checkpoint store that lists its runs, and what it was asked to list."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryCheckpointStore())
+        self.asked: list[tuple[str | None, tuple[str, str] | None, int]] = []
+
+    async def runs(
+        self, tenant: str | None = None, *, after: tuple[str, str] | None = None, limit: int = 500
+    ) -> tuple[tuple[str, str], ...]:
+        self.asked.append((tenant, after, limit))
+        return ()
+
+
+async def test_a_run_listing_is_checked_before_the_store_is_asked() -> None:
+    store = _ListingCheckpoints()
+    backend = _with(store)
+    listing = backend.checkpoints
+    assert isinstance(listing, RunLister)
+    await refuses_unusable_ids(lambda tenant, run: listing.runs(tenant, after=(tenant, run)))
+    await refuses_unusable_ids(lambda tenant, run: listing.runs(after=(tenant, run)))
+    for limit in (0, -5):
+        with pytest.raises(ConfigurationError, match="page of runs"):
+            await listing.runs(limit=limit)
+    assert store.asked == []
+    await listing.runs()
+    await listing.runs("acme", after=("acme", "run-1"), limit=1)
+    assert store.asked == [(None, None, 500), ("acme", ("acme", "run-1"), 1)]
+
+
+async def test_every_memory_backend_lists_its_runs() -> None:
+    async with await open_backend("memory://") as backend:
+        assert isinstance(backend.checkpoints, RunLister)
+        await backend.checkpoints.put("acme", "run-1", b"{}", fence=1)
+        assert await backend.checkpoints.runs() == (("acme", "run-1"),)
 
 
 def test_a_backend_of_another_backends_stores_checks_and_masks_once() -> None:

@@ -14,6 +14,9 @@ from agentrun.testing.quotas import quota_stores_on
 class TestPostgresCheckpoints(testing.CheckpointStoreConformance): ...
 
 
+class TestPostgresRunListing(testing.RunListerConformance): ...
+
+
 class TestPostgresLeases(testing.LeaseStoreConformance): ...
 
 

@@ -21,6 +21,9 @@ from agentrun.testing.quotas import quota_stores_on
 class TestRedisCheckpoints(testing.CheckpointStoreConformance): ...
 
 
+class TestRedisRunListing(testing.RunListerConformance): ...
+
+
 class TestRedisLeases(testing.LeaseStoreConformance): ...
 
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from urllib.parse import quote, urlencode
 
 import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
 from agentrun import Backend, open_backend
+from agentrun._backend import RunLister
 from agentrun._errors import ConfigurationError
-from agentrun.stores._redis import RedisLedger
-from agentrun.stores._redis._shared import RunKeys
+from agentrun._storecore.checked import CheckedCheckpoints
+from agentrun.stores._redis import RedisCheckpointStore, RedisLedger
+from agentrun.stores._redis._shared import RunKeys, run_of_key
 from agentrun.stores._redis.quotas import ScopeKeys
 from agentrun.testing import HOSTILE_IDS
 from tests.support.redis_server import RedisClusterServers, RedisServer
@@ -136,3 +139,47 @@ async def test_the_prefix_namespaces_every_key(single_server: RedisServer) -> No
     finally:
         await mine.close()
         await theirs.close()
+
+
+@pytest.mark.parametrize("prefix", ["agentrun", "team*[a]?\\x", "agentrun:sub"])
+def test_a_run_is_read_back_from_its_key_and_from_nothing_else(prefix: str) -> None:
+    pairs = [*itertools.product(HOSTILE_IDS, repeat=2), ("a:b", "c"), ("a", "b:c"), ("", "")]
+    for tenant, run_id in pairs:
+        key = RunKeys.of(prefix, tenant, run_id).checkpoint
+        assert run_of_key(prefix, "checkpoint", key.encode()) == (tenant, run_id), key
+        assert run_of_key(prefix, "fence", key.encode()) is None
+        assert run_of_key(f"{prefix}:sub", "checkpoint", key.encode()) is None
+    for stray in ("{a%2a:b}", "{a%2A:b:c}", "{a%FF:b}", "{a:b}x", "{ab}", "{a%7E:b}"):
+        assert run_of_key(prefix, "checkpoint", f"{prefix}:{stray}:checkpoint") is None, stray
+
+
+async def test_runs_are_listed_from_the_prefix_s_checkpoint_keys_only(redis_url: str) -> None:
+    """Prefixes that are a pattern's characters, or one another's start, list only their own
+    runs; a key in the checkpoints' shape that the kit never writes is not a run."""
+    tenant = f"listing-{uuid.uuid4().hex[:8]}"
+    glob = "team*[a]?\\x"
+    separator = "&" if "?" in redis_url else "?"
+    backends = {
+        prefix: await open_backend(f"{redis_url}{separator}{urlencode({'prefix': prefix})}")
+        for prefix in ("agentrun", glob, "team", "agentrun:sub")
+    }
+    try:
+        for prefix, backend in backends.items():
+            await _write_everything(backend, tenant, f"run of {prefix}")
+        checked = backends["agentrun"].checkpoints
+        assert isinstance(checked, CheckedCheckpoints)
+        assert isinstance(checked.inner, RedisCheckpointStore)
+        client = checked.inner._client
+        encoded = quote(tenant, safe="")
+        for stray in (f"{{{encoded}:run%2a}}", f"{{{encoded}:a:b}}", f"{{{encoded}:%FF}}"):
+            await client.set(f"agentrun:{stray}:checkpoint", b"{}")
+        for prefix, backend in backends.items():
+            assert isinstance(backend.checkpoints, RunLister)
+            own = ((tenant, f"run of {prefix}"),)
+            assert await backend.checkpoints.runs(tenant) == own, prefix
+            assert [run for run in await backend.checkpoints.runs() if run[0] == tenant] == list(
+                own
+            )
+    finally:
+        for backend in backends.values():
+            await backend.close()

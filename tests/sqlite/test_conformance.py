@@ -18,6 +18,9 @@ from agentrun.testing.quotas import quota_stores_on
 class TestSqliteCheckpoints(testing.CheckpointStoreConformance): ...
 
 
+class TestSqliteRunListing(testing.RunListerConformance): ...
+
+
 class TestSqliteLeases(testing.LeaseStoreConformance): ...
 
 

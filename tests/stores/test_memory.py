@@ -23,6 +23,9 @@ class _Memory:
 class TestMemoryCheckpoints(_Memory, testing.CheckpointStoreConformance): ...
 
 
+class TestMemoryRunListing(_Memory, testing.RunListerConformance): ...
+
+
 class TestMemoryLeases(_Memory, testing.LeaseStoreConformance): ...
 
 

@@ -11,9 +11,11 @@ returns, and any backend of one's own built as a ``StoreSet``, checks every call
 checks again.
 
 A store's optional capabilities stay visible through its layer: a history store that lists a
-run's segments (``SegmentLister``) gets a layer that lists them too, a commit store that
-reads a run back (``RunReader``, ``RunAndRecordsReader``) one that reads it back. ``inner`` is
-the store itself, for what only it knows (a driver's pool, a test's look inside).
+run's segments (``SegmentLister``) gets a layer that lists them too, a checkpoint store that
+lists its runs (``RunLister``) one that lists them, a commit store that reads a run back
+(``RunReader``, ``RunAndRecordsReader``) one that reads it back; a store without the
+capability gets a layer without it. ``inner`` is the store itself, for what only it knows (a
+driver's pool, a test's look inside).
 
 The checks are in ``async`` methods that await the store's, so an unusable id is raised where
 the call is awaited, as from the store itself.
@@ -41,8 +43,11 @@ from agentrun._ledger import Ledger
 from agentrun._quotas import Allowance, QuotaStore, Spend, Spending
 
 if TYPE_CHECKING:
-    from agentrun._backend import CheckpointStore
+    from agentrun._backend import CheckpointStore, RunLister
 
+DEFAULT_RUNS_PAGE = 500
+"""How many runs ``RunLister.runs`` lists at most when not told. Here rather than beside the
+protocol in ``agentrun._backend``, which imports this module (and hands the number on)."""
 IDEMPOTENCY_KEY = "idempotency key"
 CHARGE_ID = "charge id"
 SCOPE = "quota scope"
@@ -64,6 +69,29 @@ class CheckedCheckpoints:
     async def forget(self, tenant: str, run_id: str) -> None:
         check_run(tenant, run_id)
         await self.inner.forget(tenant, run_id)
+
+
+class CheckedRunLister(CheckedCheckpoints):
+    """The layer of a checkpoint store that is a ``RunLister``."""
+
+    def __init__(self, inner: CheckpointStore, lister: RunLister) -> None:
+        super().__init__(inner)
+        self._lister = lister
+
+    async def runs(
+        self,
+        tenant: str | None = None,
+        *,
+        after: tuple[str, str] | None = None,
+        limit: int = DEFAULT_RUNS_PAGE,
+    ) -> tuple[tuple[str, str], ...]:
+        if tenant is not None:
+            check_tenant(tenant)
+        if after is not None:
+            check_run(*after)
+        if limit < 1:
+            raise ConfigurationError(f"a page of runs is {limit} long; give 1 or more")
+        return await self._lister.runs(tenant, after=after, limit=limit)
 
 
 class CheckedLeases:
@@ -307,7 +335,14 @@ def _check_window(tenant: str, scope: str, window: str) -> None:
 
 
 def checked_checkpoints(store: CheckpointStore) -> CheckpointStore:
-    return store if isinstance(store, CheckedCheckpoints) else CheckedCheckpoints(store)
+    # Here, not at the top: ``agentrun._backend`` builds its ``StoreSet`` with this module.
+    from agentrun._backend import RunLister
+
+    if isinstance(store, CheckedCheckpoints):
+        return store
+    if isinstance(store, RunLister):
+        return CheckedRunLister(store, store)
+    return CheckedCheckpoints(store)
 
 
 def checked_leases(store: LeaseStore) -> LeaseStore:

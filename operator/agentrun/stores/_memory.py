@@ -12,6 +12,7 @@ whose checks come first (``agentrun._storecore.checked``).
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from agentrun._idempotency import (
 )
 from agentrun._leases import RunLease, renewal_refused
 from agentrun._quotas import NO_SPENDING, Allowance, Spend, Spending, refuse_superseded
-from agentrun._storecore.checked import CheckedSegmentLister
+from agentrun._storecore.checked import DEFAULT_RUNS_PAGE, CheckedRunLister, CheckedSegmentLister
 from agentrun._storecore.fences import held_elsewhere, refuse_stale
 
 Run = tuple[str, str]
@@ -70,6 +71,17 @@ class MemoryCheckpointStore:
 
     async def forget(self, tenant: str, run_id: str) -> None:
         self._payloads.pop((tenant, run_id), None)
+
+    async def runs(
+        self, tenant: str | None = None, *, after: Run | None = None, limit: int = DEFAULT_RUNS_PAGE
+    ) -> tuple[Run, ...]:
+        """``RunLister.runs``: the runs with a frontier, by code point."""
+        listed = (
+            run
+            for run in self._payloads
+            if (tenant is None or run[0] == tenant) and (after is None or run > after)
+        )
+        return tuple(heapq.nsmallest(limit, listed))
 
 
 @dataclass
@@ -473,6 +485,8 @@ class MemoryBackend(StoreSet):
     """Every memory store of one process, sharing one fence book and one clock: a ``Backend``
     that tests (and ``open_backend("memory://")``) use where a real one would need a server."""
 
+    checkpoints: CheckedRunLister
+    """The memory checkpoint store behind its checks, which lists its runs."""
     history: CheckedSegmentLister
     """The memory history store behind its checks, which lists a run's segments."""
 

@@ -17,7 +17,7 @@ booking tools) and ``worker`` (``start_or_resume``: what a worker process a cras
 starts again runs, and how it reports the run's ending).
 """
 
-from agentrun.testing.checkpoints import CheckpointStoreConformance
+from agentrun.testing.checkpoints import CheckpointStoreConformance, RunListerConformance
 from agentrun.testing.clock import ManualClock
 from agentrun.testing.commits import CommitStoreConformance, RunReaderConformance
 from agentrun.testing.history import HistoryStoreConformance, SegmentListerConformance
@@ -37,6 +37,7 @@ __all__ = [
     "LedgerConformance",
     "ManualClock",
     "QuotaStoreConformance",
+    "RunListerConformance",
     "RunReaderConformance",
     "SegmentListerConformance",
 ]

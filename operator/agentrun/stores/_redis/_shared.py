@@ -7,6 +7,8 @@ runs, no id can close the hash tag early or open a second one, and no id can rea
 run's keys. The braces are a Redis Cluster hash tag: only their content decides the slot, so every
 key of a run lands in one slot, and every script (which names all its keys) runs unchanged on a
 single server and on a Cluster. The prefix may not contain braces, or it would become the tag.
+Since the layout is injective, a key can be read back into its run (``run_of_key``): what a
+``SCAN`` for one kind of key (``run_pattern``) finds lists the runs that have one.
 
 Fences. One ``fence`` key per run is the high-water mark shared by all five stores. Every fenced
 write is a single Lua script that refuses a fence below it and raises it to the writer's fence in
@@ -31,10 +33,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import re
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -103,6 +106,39 @@ class RunKeys:
 
     def staged(self, token: str) -> str:
         return f"{self.base}staged:{token}"
+
+
+_GLOB = re.compile(r"([\\*?\[\]])")
+"""What ``SCAN``'s ``MATCH`` reads as a pattern (and the escape itself), escaped with ``\\``."""
+
+
+def run_pattern(prefix: str, kind: str, tenant: str | None = None) -> str:
+    """The ``MATCH`` pattern of every run's ``kind`` key (``checkpoint``, ``lease``, ...), or of
+    ``tenant``'s runs' only. Only the prefix can hold a pattern's characters: an encoded id holds
+    none. The pattern may match a key of another shape; ``run_of_key`` tells."""
+    escaped = _GLOB.sub(r"\\\1", prefix)
+    runs = "*" if tenant is None else f"{part(tenant)}:*"
+    return f"{escaped}:{{{runs}}}:{kind}"
+
+
+def run_of_key(prefix: str, kind: str, key: bytes | str) -> tuple[str, str] | None:
+    """The (tenant, run id) whose ``kind`` key ``key`` is (``RunKeys.of`` read back), or None for
+    a key that is not one: another kind, another prefix, or not the kit's encoding (two ids, each
+    exactly as ``part`` writes it, so no two keys read back into one run)."""
+    text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+    head, tail = f"{prefix}:{{", f"}}:{kind}"
+    if not (text.startswith(head) and text.endswith(tail)):
+        return None
+    encoded = text[len(head) : len(text) - len(tail)].split(":")
+    if len(encoded) != 2:
+        return None
+    try:
+        tenant, run_id = (unquote(each, errors="strict") for each in encoded)
+    except UnicodeDecodeError:
+        return None
+    if part(tenant) != encoded[0] or part(run_id) != encoded[1]:
+        return None
+    return tenant, run_id
 
 
 @functools.lru_cache(maxsize=4096)

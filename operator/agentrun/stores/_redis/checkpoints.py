@@ -16,10 +16,17 @@ name, so a stale writer and its successor writing at once cannot take each other
 rather than sent to a server that would refuse it or, worse, hold up every other client while it
 copies a huge value. The default is Redis's own limit on one value (``proto-max-bulk-len``,
 512 MiB).
+
+The runs are listed (``runs``) from the keys themselves: Redis keeps no index of them, so a page
+is a ``SCAN`` of the whole keyspace (every primary of a Cluster) for checkpoint keys, read back
+into runs (``_shared.run_of_key``), sorted by code point and cut here. That costs a pass over
+every key of the database for every page, a round trip per thousand keys: it is for
+a person's listing of runs, never for a worker's hot path.
 """
 
 from __future__ import annotations
 
+import heapq
 import secrets
 from collections.abc import Sequence
 from typing import cast
@@ -27,6 +34,7 @@ from typing import cast
 from redis.exceptions import NoScriptError
 
 from agentrun._errors import CheckpointTooLargeError, ConfigurationError
+from agentrun._storecore.checked import DEFAULT_RUNS_PAGE
 from agentrun.stores._redis._shared import (
     DEFAULT_PREFIX,
     Client,
@@ -36,10 +44,16 @@ from agentrun.stores._redis._shared import (
     Script,
     as_bytes,
     lua,
+    run_of_key,
+    run_pattern,
 )
 
 DEFAULT_MAX_VALUE_BYTES = 512 * 1024 * 1024
 STAGED_TTL_MS = 60_000
+SCAN_COUNT = 1000
+"""How many keys one ``SCAN`` call of ``runs`` asks a server to look at (a hint)."""
+
+Run = tuple[str, str]
 
 PLACED = """
 local current = refused(KEYS[1], tonumber(ARGV[1]))
@@ -119,3 +133,23 @@ class RedisCheckpointStore(RedisStore):
     async def forget(self, tenant: str, run_id: str) -> None:
         run = self._keys(tenant, run_id)
         await self._call("forget a checkpoint", run, self._client.delete(run.checkpoint))
+
+    async def runs(
+        self, tenant: str | None = None, *, after: Run | None = None, limit: int = DEFAULT_RUNS_PAGE
+    ) -> tuple[Run, ...]:
+        """``RunLister.runs``, by a scan of the whole keyspace (see the module)."""
+        pattern = run_pattern(self._prefix, "checkpoint", tenant)
+        keys = await self._call("list the runs with a checkpoint", None, self._scanned(pattern))
+        found = (run_of_key(self._prefix, "checkpoint", key) for key in keys)
+        listed = (
+            run
+            for run in found
+            if run is not None
+            and (tenant is None or run[0] == tenant)
+            and (after is None or run > after)
+        )
+        return tuple(heapq.nsmallest(limit, listed))
+
+    async def _scanned(self, pattern: str) -> set[bytes]:
+        """Every key ``pattern`` matches, each once (a ``SCAN`` may return a key twice)."""
+        return {key async for key in self._client.scan_iter(match=pattern, count=SCAN_COUNT)}
