@@ -197,6 +197,18 @@ def _agents() -> Exit:
     return Exit.CARRIED_ON
 
 
+def _console(args: argparse.Namespace) -> Exit:
+    """Become ``python -m agentrun.console --auth local``: the console is a server of its own
+    (Starlette and uvicorn, agentrun[console]), which the CLI neither imports nor needs."""
+    argv = [sys.executable, "-m", "agentrun.console", "--auth", "local", "--store", args.store]
+    argv += ["--host", args.host, "--port", str(args.port)]
+    if args.read_only:
+        argv.append("--read-only")
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)
+    return Exit.CARRIED_ON  # not reached: the process is the console now
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentrun",
@@ -283,6 +295,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     schema.add_argument("dialect", choices=("sqlite", "postgres"), help="whose DDL to print")
     commands.add_parser("agents", help="list the agents registered in this installation")
+    console = commands.add_parser(
+        "console",
+        help="serve the run console over --store in a browser (loopback only)",
+        description="Serve the run console over the runs of --store, without Kubernetes: the "
+        "runs, the inbox of what waits on a person, each run's tool calls and transcript, and "
+        "approve, deny and resolve as you (your login name). It listens on a loopback address "
+        "only, and signs nobody in: whoever reaches it acts as you. Needs agentrun[console].",
+    )
+    console.add_argument("--host", default="127.0.0.1", help="loopback address (%(default)s)")
+    console.add_argument("--port", type=int, default=8080, help="port (default %(default)s)")
+    console.add_argument("--read-only", action="store_true", help="show runs; answer nothing")
     return parser
 
 
@@ -345,6 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _schema(args)
         if args.command == "agents":
             return _agents()
+        if args.command == "console":
+            return _console(args)
         if getattr(args, "kube", False):
             return _in_cluster(args)
         return int(asyncio.run(_dispatch(args)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import sys
 from collections.abc import Sequence
@@ -29,7 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=[m.value for m in AuthMode],
         default=AuthMode.TOKEN.value,
         help="token: people sign in with a bearer token the API server accepts; proxy: an "
-        "authenticating proxy in front names them in headers (default %(default)s)",
+        "authenticating proxy in front names them in headers; local: no Kubernetes, the runs "
+        "of --store, for whoever reaches the loopback address, as this user (what `agentrun "
+        "console` runs) (default %(default)s)",
     )
     parser.add_argument("--read-only", action="store_true", help="show runs; offer no action")
     parser.add_argument("--namespace", help="watch only this namespace's runs (default: all)")
@@ -59,6 +62,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -78,6 +90,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValidationError, OSError, ValueError) as error:
         print(f"agentrun console: {error}", file=sys.stderr)
         return 2
+    if settings.auth is AuthMode.LOCAL:
+        if not settings.store:
+            print(
+                "agentrun console: --auth local needs --store (the store to show)", file=sys.stderr
+            )
+            return 2
+        if not _loopback(settings.host):
+            print(
+                f"agentrun console: --host {settings.host}: a local console signs nobody in, so "
+                "it listens on a loopback address only (127.0.0.1, ::1, localhost); put an "
+                "authenticating proxy in front and use the cluster's console for more",
+                file=sys.stderr,
+            )
+            return 2
     uvicorn.run(
         create_app(settings),
         host=settings.host,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
+from typing import Protocol
 
 from agentrun.console._apiserver import ApiServer
 from agentrun.console._callers import Person
@@ -27,6 +28,29 @@ KEPT = 10_000
 
 Question = tuple[str, str, str, str]
 """(verb, namespace, name, resource): ``""`` for all namespaces or any name."""
+
+
+class AccessPolicy(Protocol):
+    """What a page asks before it shows or reads anything of a run."""
+
+    async def may(
+        self, person: Person, verb: str, namespace: str, name: str = "", resource: str = PLURAL
+    ) -> bool: ...
+
+    async def listable(self, person: Person, namespaces: set[str]) -> set[str]: ...
+
+
+class Everything:
+    """A local console's policy: its one user may see and answer for every run of the store
+    it was pointed at, as ``agentrun inspect`` and ``agentrun resolve`` let them."""
+
+    async def may(
+        self, person: Person, verb: str, namespace: str, name: str = "", resource: str = PLURAL
+    ) -> bool:
+        return True
+
+    async def listable(self, person: Person, namespaces: set[str]) -> set[str]:
+        return set(namespaces)
 
 
 class Access:

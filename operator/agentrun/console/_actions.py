@@ -146,7 +146,9 @@ async def perform(
         return Outcome(namespace=namespace, name=name, done=done, message=message)
 
     if action == "delete":
-        deleted = await console.api.call("DELETE", f"{collection(namespace)}/{name}", person.caller)
+        deleted = await console.apiserver.call(
+            "DELETE", f"{collection(namespace)}/{name}", person.caller
+        )
         if not deleted.ok:
             return outcome(False, f"the API server refused: {deleted.message}")
         return outcome(True, "deleted: the operator forgets it in the store")
@@ -161,7 +163,7 @@ async def perform(
             operations = PATCHES[action](obj, form, person)
         except Refusal as refusal:
             return outcome(False, str(refusal))
-        answer = await console.api.call(
+        answer = await console.apiserver.call(
             "PATCH", f"{collection(namespace)}/{name}", person.caller,
             body=operations, content_type=JSON_PATCH,
         )  # fmt: skip

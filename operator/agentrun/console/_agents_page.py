@@ -35,12 +35,12 @@ async def agents_page(request: Request) -> Response:
     rows = await visible_rows(request, person)
     agents: list[dict[str, Any]] = []
     refused: list[str] = []
-    everywhere = await console.api.call("GET", _path(), person.caller)
+    everywhere = await console.apiserver.call("GET", _path(), person.caller)
     if everywhere.ok:
         agents = list(everywhere.body.get("items") or ())
     else:
         for namespace in sorted({row.namespace for row in rows}):
-            answer = await console.api.call("GET", _path(namespace), person.caller)
+            answer = await console.apiserver.call("GET", _path(namespace), person.caller)
             if answer.ok:
                 agents.extend(answer.body.get("items") or ())
             else:

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 from kubernetes import client, config
 
-from agentrun.console._callers import Caller, Impersonated
+from agentrun.console._callers import Caller, Impersonated, LocalUser
 
 JSON_PATCH = "application/json-patch+json"
 
@@ -83,6 +83,8 @@ class ApiServer:
             return list(self._own_headers().items())
         if isinstance(caller, Impersonated):
             return list(self._own_headers().items()) + caller.headers()
+        if isinstance(caller, LocalUser):
+            raise TypeError("a local console's user has no identity at an API server")
         return list(caller.headers().items())
 
     def _client(self) -> aiohttp.ClientSession:

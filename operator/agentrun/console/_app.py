@@ -24,16 +24,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentrun._errors import AgentRunError
 from agentrun._redaction import Masker
-from agentrun.console._access import Access
+from agentrun.console._access import Access, Everything
 from agentrun.console._actions import act
 from agentrun.console._agents_page import agents_page
 from agentrun.console._apiserver import ApiServer
 from agentrun.console._bulk import bulk
 from agentrun.console._index import RunIndex
+from agentrun.console._local import StoreListing, local_act, local_run_page
 from agentrun.console._pages import inbox_page, runs_page
 from agentrun.console._run_page import run_page
 from agentrun.console._sessions import Sealer
-from agentrun.console._settings import ConsoleSettings
+from agentrun.console._settings import AuthMode, ConsoleSettings
 from agentrun.console._signin import sign_in, sign_in_form, sign_out
 from agentrun.console._stream import events
 from agentrun.console._watch import keep_watching
@@ -123,11 +124,21 @@ async def _open_store(console: Console, url: str) -> None:
 
 
 def create_app(settings: ConsoleSettings, api: ApiServer | None = None) -> Starlette:
-    """The console for ``settings``: its watch starts with the application and stops with it."""
+    """The console for ``settings``: its watch (or, local, its store listing) starts with the
+    application and stops with it.
+
+    Args:
+        settings: How it signs people in, what it watches, where the store is.
+        api: The API server to use (default: found as kubectl finds it); none when local.
+
+    Returns:
+        The ASGI application (serve it with uvicorn, as ``python -m agentrun.console`` does).
+    """
     masker = Masker.build()
     key = Sealer.key_from_text(settings.session_key) if settings.session_key else None
     sealer = Sealer(key)
-    if sealer.generated and settings.auth == "token":
+    local = settings.auth is AuthMode.LOCAL
+    if sealer.generated and settings.auth is AuthMode.TOKEN:
         log.warning(
             "no session key (AGENTRUN_CONSOLE_SESSION_KEY_FILE): sign-ins end when the "
             "console restarts"
@@ -135,20 +146,33 @@ def create_app(settings: ConsoleSettings, api: ApiServer | None = None) -> Starl
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        server = api or ApiServer()
+        server = None if local else api or ApiServer()
         console = Console(
             settings=settings,
             api=server,
             index=RunIndex(),
-            access=Access(server),
+            access=Everything() if server is None else Access(server),
             sealer=sealer,
             masker=masker,
             templates=environment(masker),
         )
         app.state.console = console
-        tasks = [asyncio.create_task(keep_watching(console.api, console.index, settings.namespace))]
-        if settings.store:
-            tasks.append(asyncio.create_task(_open_store(console, settings.store)))
+        tasks = []
+        if server is None:
+            # Local: the store is the only source; a URL that names no store is an error now,
+            # not an empty console.
+            assert settings.store is not None
+            console.backend = await open_backend(settings.store, create=False)
+            listing = StoreListing(console.backend, console.index)
+            console.refresh = listing.fresh
+            await listing.fresh()
+            tasks.append(asyncio.create_task(listing.keep_listing()))
+        else:
+            tasks.append(
+                asyncio.create_task(keep_watching(server, console.index, settings.namespace))
+            )
+            if settings.store:
+                tasks.append(asyncio.create_task(_open_store(console, settings.store)))
         try:
             yield
         finally:
@@ -159,24 +183,32 @@ def create_app(settings: ConsoleSettings, api: ApiServer | None = None) -> Starl
                     await task
             if console.backend is not None:
                 await console.backend.close()
-            await console.api.close()
+            if server is not None:
+                await server.close()
 
-    return Starlette(
-        routes=[
-            Route("/", _root),
-            Route("/healthz", _healthz),
+    common = [
+        Route("/", _root),
+        Route("/healthz", _healthz),
+        Route("/runs", runs_page),
+        Route("/inbox", inbox_page),
+        Route("/events", events),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    if local:
+        routes = [
+            *common,
+            Route("/runs/{namespace}/{name}", local_run_page),
+            Route("/runs/{namespace}/{name}/{action}", local_act, methods=["POST"]),
+        ]
+    else:
+        routes = [
+            *common,
             Route("/sign-in", sign_in_form, methods=["GET"]),
             Route("/sign-in", sign_in, methods=["POST"]),
             Route("/sign-out", sign_out, methods=["POST"]),
-            Route("/runs", runs_page),
-            Route("/inbox", inbox_page),
             Route("/agents", agents_page),
-            Route("/events", events),
             Route("/bulk", bulk, methods=["POST"]),
             Route("/runs/{namespace}/{name}", run_page),
             Route("/runs/{namespace}/{name}/{action}", act, methods=["POST"]),
-            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
-        ],
-        middleware=[Middleware(Guard)],
-        lifespan=lifespan,
-    )
+        ]
+    return Starlette(routes=routes, middleware=[Middleware(Guard)], lifespan=lifespan)

@@ -42,7 +42,17 @@ class Impersonated:
         return [("Impersonate-User", self.user)] + [("Impersonate-Group", g) for g in self.groups]
 
 
-Caller = BearerToken | Impersonated
+@dataclass(frozen=True)
+class LocalUser:
+    """The person at a local console (``agentrun console``, over a store, without Kubernetes):
+    whoever can reach its loopback address, named by the operating system. There is no API
+    server to send anything to as them; ``ApiServer`` refuses this caller outright, so a
+    request can never fall back to anyone else's identity."""
+
+    user: str
+
+
+Caller = BearerToken | Impersonated | LocalUser
 
 
 @dataclass(frozen=True)

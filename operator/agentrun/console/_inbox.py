@@ -17,7 +17,7 @@ from pydantic import JsonValue
 from agentrun._backend import Backend
 from agentrun._checkpointing import Checkpointer
 from agentrun._errors import AgentRunError
-from agentrun.console._access import Access
+from agentrun.console._access import AccessPolicy
 from agentrun.console._callers import Person
 from agentrun.console._runs import RunRow
 
@@ -37,7 +37,7 @@ class InboxArguments:
         self._readers = asyncio.Semaphore(READERS)
 
     async def of(
-        self, access: Access, backend: Backend | None, person: Person, rows: list[RunRow]
+        self, access: AccessPolicy, backend: Backend | None, person: Person, rows: list[RunRow]
     ) -> dict[str, Arguments]:
         """The arguments of each waiting call of ``rows``, by run uid; runs the person may not
         get, or whose frontier cannot be read now, have none."""
@@ -51,7 +51,7 @@ class InboxArguments:
         return {row.uid: arguments for row, arguments in zip(rows, found, strict=True)}
 
     async def _one(
-        self, access: Access, backend: Backend, person: Person, row: RunRow, allowed: bool
+        self, access: AccessPolicy, backend: Backend, person: Person, row: RunRow, allowed: bool
     ) -> Arguments:
         if not row.tenant:
             return {}

@@ -119,6 +119,11 @@ class RunIndex:
         finally:
             self._listeners.discard(listener)
 
+    @property
+    def listened_to(self) -> bool:
+        """Whether any browser listens for changes now."""
+        return bool(self._listeners)
+
     def listening_to(self, listener: Listener) -> bool:
         """Whether ``listener`` still gets changes (False once dropped for falling behind)."""
         return listener in self._listeners

@@ -19,6 +19,8 @@ FRAGMENT = "X-Console-Fragment"
 
 async def visible_rows(request: Request, person: Person) -> list[RunRow]:
     console = console_of(request)
+    if console.refresh is not None:
+        await console.refresh()
     rows = list(console.index.rows())
     allowed = await console.access.listable(person, {row.namespace for row in rows})
     return [row for row in rows if row.namespace in allowed]

@@ -26,7 +26,7 @@ async def read_run(
     request: Request, person: Person, namespace: str, name: str
 ) -> dict[str, Any] | None:
     """The AgentRun as the person may read it; None when it is gone or not theirs to see."""
-    answer = await console_of(request).api.call(
+    answer = await console_of(request).apiserver.call(
         "GET", f"{collection(namespace)}/{name}", person.caller
     )
     return answer.body if answer.ok else None
@@ -42,7 +42,7 @@ async def run_page(request: Request) -> Response:
     if obj is None or not await console.access.may(person, "get", namespace, name):
         return nothing_here(request)
     row = row_of(obj)
-    events_answer = await console.api.call(
+    events_answer = await console.apiserver.call(
         "GET",
         f"/api/v1/namespaces/{namespace}/events",
         person.caller,
@@ -64,6 +64,7 @@ async def run_page(request: Request) -> Response:
         and await console.access.may(person, verb, namespace, name)
         for verb in ("patch", "approve", "resolve", "delete")
     }
+    may["suspend"] = may["patch"]
     spec = obj.get("spec") or {}
     return render(
         request,

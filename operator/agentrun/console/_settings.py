@@ -13,6 +13,9 @@ from agentrun._base import FrozenModel
 class AuthMode(StrEnum):
     TOKEN = "token"
     PROXY = "proxy"
+    LOCAL = "local"
+    """No Kubernetes: the runs of a store (``agentrun console``), for whoever reaches the
+    console's loopback address, as the operating system's user."""
 
 
 class ConsoleSettings(FrozenModel):

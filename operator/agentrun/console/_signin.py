@@ -36,7 +36,7 @@ async def sign_in(request: Request) -> Response:
     target = _local(str(form.get("next", "/runs")))
     if not token:
         return render(request, "signin.html", status=400, next=target, error="Paste a token.")
-    answer = await console.api.call(
+    answer = await console.apiserver.call(
         "POST",
         "/apis/authentication.k8s.io/v1/selfsubjectreviews",
         BearerToken(token),

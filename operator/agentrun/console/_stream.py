@@ -25,6 +25,7 @@ from agentrun.console._index import Change
 from agentrun.console._listing import BadFilter, Filter, listing
 from agentrun.console._pages import visible_rows
 from agentrun.console._runs import RunRow
+from agentrun.console._settings import AuthMode
 from agentrun.console._web import Console, console_of, person_of
 
 GATHER = 0.25
@@ -107,7 +108,12 @@ async def _events_for(
             "change",
             id=row.dom_id,
             matches=runs_filter.matches(row, since),
-            html=template.render(row=row, now=now, read_only=console.settings.read_only),
+            html=template.render(
+                row=row,
+                now=now,
+                read_only=console.settings.read_only,
+                local=console.settings.auth is AuthMode.LOCAL,
+            ),
         )
     if view == "runs":
         page = listing(runs_filter, await visible_rows(request, person), now)

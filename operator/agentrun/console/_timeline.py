@@ -19,12 +19,17 @@ from pydantic import JsonValue
 from agentrun._backend import Backend, StoreSet
 from agentrun._base import FrozenModel
 from agentrun._checkpointing import Checkpointer
+from agentrun._decisions import APPROVAL_PREFIX
 from agentrun._errors import AgentRunError
 from agentrun._idempotency import marker_key
 from agentrun._resume import plan_resume
 from agentrun.console._runs import parse_time
+from agentrun.operator._witness import RUN_STARTED_KEY
 
 TRANSCRIPT_PAGE = 50
+BOOKKEEPING = (APPROVAL_PREFIX, RUN_STARTED_KEY)
+"""Keys of the idempotency store that record no tool call: a person's decision on an approval
+(shown with the decisions), and the operator's record that a run started."""
 
 
 class Moment(FrozenModel):
@@ -147,9 +152,9 @@ async def read_store(backend: Backend, tenant: str, run_id: str, page: int) -> S
     by_marker = {marker_key(call_id): call_id for call_id in asked}
     calls = []
     for record in records:
+        if record.key.startswith(BOOKKEEPING):
+            continue  # a decision, or that the run started: not a tool call
         call_id = record.call_id or by_marker.get(record.key, "")
-        if not call_id:
-            continue  # the run's own bookkeeping (that it started), not a tool call
         call = asked.get(call_id)
         calls.append(
             ToolCallRow(

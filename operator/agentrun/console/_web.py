@@ -8,8 +8,10 @@ update, with nothing for a template to forget.
 
 from __future__ import annotations
 
+import getpass
 import hmac
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,15 +25,17 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from agentrun._backend import Backend
 from agentrun._redaction import Masker
-from agentrun.console._access import Access
+from agentrun.console._access import AccessPolicy
 from agentrun.console._apiserver import ApiServer
-from agentrun.console._callers import BearerToken, Impersonated, Person
+from agentrun.console._callers import BearerToken, Impersonated, LocalUser, Person
 from agentrun.console._inbox import InboxArguments
 from agentrun.console._index import RunIndex
 from agentrun.console._sessions import COOKIE, Sealer
 from agentrun.console._settings import AuthMode, ConsoleSettings
 
 HERE = Path(__file__).parent
+LOCAL_USER = getpass.getuser()
+"""Who acts at a local console: the operating system's user who started it."""
 
 
 @dataclass
@@ -39,15 +43,26 @@ class Console:
     """The console's parts, built once (``create_app``) and shared by every request."""
 
     settings: ConsoleSettings
-    api: ApiServer
+    api: ApiServer | None
     index: RunIndex
-    access: Access
+    access: AccessPolicy
     sealer: Sealer
     masker: Masker
     templates: Environment
     backend: Backend | None = None
     store_error: str = ""
     """Why the store could not be opened yet, while the console keeps trying."""
+    refresh: Callable[[], Awaitable[None]] | None = None
+    """Brings the index up to date before a page is rendered from it: the local console's
+    store listing (``_local``); None where a watch keeps it so."""
+
+    @property
+    def apiserver(self) -> ApiServer:
+        """The API server; a local console has none, and none of its routes asks for it."""
+        if self.api is None:
+            raise RuntimeError("a local console has no API server")
+        return self.api
+
     inbox_arguments: InboxArguments = field(default_factory=InboxArguments)
 
 
@@ -100,6 +115,8 @@ def person_of(request: Request) -> Person | None:
     """Who is asking: from the sealed cookie, or from the proxy's headers."""
     console = console_of(request)
     settings = console.settings
+    if settings.auth is AuthMode.LOCAL:
+        return Person(LOCAL_USER, (), LocalUser(LOCAL_USER))
     if settings.auth is AuthMode.PROXY:
         user = request.headers.get(settings.user_header, "").strip()
         if not user:
@@ -119,9 +136,9 @@ def person_of(request: Request) -> Person | None:
 
 def csrf_token(request: Request) -> str:
     console = console_of(request)
-    if console.settings.auth is AuthMode.PROXY:
+    if console.settings.auth is not AuthMode.TOKEN:
         person = person_of(request)
-        return console.sealer.csrf("proxy:" + (person.user if person else ""))
+        return console.sealer.csrf(f"{console.settings.auth}:" + (person.user if person else ""))
     session = console.sealer.open(request.cookies.get(COOKIE))
     return console.sealer.csrf("session:" + (session.nonce if session else ""))
 
@@ -140,6 +157,7 @@ def render(request: Request, template: str, status: int = 200, **context: Any) -
         read_only=console.settings.read_only,
         csrf=csrf_token(request) if person else "",
         proxy=console.settings.auth is AuthMode.PROXY,
+        local=console.settings.auth is AuthMode.LOCAL,
         generation=console.index.generation,
         **context,
     )
