@@ -22,6 +22,8 @@ asks for again is answered from the record.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from typing import Any
 
 from agentrun._backend import Backend
 from agentrun._base import FrozenModel
@@ -159,6 +161,26 @@ async def resolve(
         by=by,
         claimed_by=claimed_by,
     )
+
+
+def append_operations(
+    current: Mapping[str, Any], field: str, entry: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The JSON patch that appends ``entry`` to an AgentRun's ``spec.<field>`` (``approvals``,
+    ``resolutions``), as a front end in a cluster sends it as the person deciding: guarded by
+    the ``resourceVersion`` the person saw, so an answer never lands on a run that changed since
+    it was checked (the API server evaluates the ``test`` with the write)."""
+    existing = (current.get("spec") or {}).get(field)
+    return [
+        {
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": current["metadata"]["resourceVersion"],
+        },
+        {"op": "add", "path": f"/spec/{field}/-", "value": dict(entry)}
+        if existing is not None
+        else {"op": "add", "path": f"/spec/{field}", "value": [dict(entry)]},
+    ]
 
 
 ANSWER_LEASE_TTL = 30.0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import http.cookiejar
 import json
-import signal
 import time
 import urllib.error
 import urllib.parse
@@ -23,10 +22,10 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from tests.support.agent_manifests import openai_agent
 from tests.support.agentruns import (
-    apply_run,
     count_effects,
     get_run,
     has_condition,
+    text_cut_short,
 )
 from tests.support.console import (
     CHROMIUM_ARGS,
@@ -119,26 +118,7 @@ def test_an_undecidable_call_is_resolved_in_the_browser_and_the_page_follows_liv
     people: dict[str, str],
     browser: Browser,
 ) -> None:
-    lingering = operators.start("replica-slow", AGENTRUN_TEST_SMS_LINGER="30")
-    for replica in operators.replicas:
-        if replica is not lingering:
-            replica.signal(signal.SIGSTOP)  # only the lingering replica may take this run
-    try:
-        apply_run(kube, "texted", "texter")
-        wait_for("the text", lambda: count_effects(effects, "sms") == 1, 60, operators.logs)
-        lingering.signal(signal.SIGKILL)
-        lingering.wait()
-    finally:
-        for replica in operators.replicas:
-            if replica is not lingering:
-                replica.signal(signal.SIGCONT)
-    wait_for(
-        "texted to be indeterminate",
-        lambda: has_condition(kube, "texted", "Indeterminate", "True"),
-        60,
-        operators.logs,
-    )
-    [call] = get_run(kube, "texted")["status"]["indeterminateCalls"]
+    call = text_cut_short(kube, operators, effects, "texted")
 
     page = _signed_in(browser, console, people["alice"])
     page.goto("/inbox")

@@ -24,6 +24,7 @@ from tests.support.agentruns import (
     get_run,
     has_condition,
     lease_of,
+    text_cut_short,
     wait_until_completed,
 )
 from tests.support.kube import Kube
@@ -174,27 +175,7 @@ def test_approvals_are_given_through_the_spec(
 def test_an_sms_in_flight_at_the_kill_is_indeterminate_until_a_person_answers(
     kube: Kube, operators: Operators, effects: Path
 ) -> None:
-    lingering = operators.start("replica-slow", AGENTRUN_TEST_SMS_LINGER="30")
-    for replica in operators.replicas:
-        if replica is not lingering:
-            replica.signal(signal.SIGSTOP)  # only the lingering replica may take this run
-    try:
-        apply_run(kube, "texted", "texter")
-        wait_for("the text", lambda: count_effects(effects, "sms") == 1, 60, operators.logs)
-        lingering.signal(signal.SIGKILL)
-        lingering.wait()
-    finally:
-        for replica in operators.replicas:
-            if replica is not lingering:
-                replica.signal(signal.SIGCONT)
-    wait_for(
-        "texted to be indeterminate",
-        lambda: has_condition(kube, "texted", "Indeterminate", "True"),
-        60,
-        operators.logs,
-    )
-    status = get_run(kube, "texted")["status"]
-    [call] = status["indeterminateCalls"]
+    call = text_cut_short(kube, operators, effects, "texted")
     assert call["tool"] == "send_sms"
     assert call["callId"] in condition(kube, "texted", "Indeterminate")["message"]
     assert has_condition(kube, "texted", "Succeeded", "Unknown", "Indeterminate")

@@ -7,6 +7,7 @@ SQLite file; counting its rows is how a test proves a call was made once and not
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 import textwrap
 from collections.abc import Callable
@@ -121,3 +122,30 @@ def create_run(kube: Kube, name: str) -> None:
               input: go
             """),
     )
+
+
+def text_cut_short(kube: Kube, operators: Operators, effects: Path, name: str) -> dict[str, Any]:
+    """A run of agent ``texter`` whose holder is SIGKILLed while its keyless text is in flight
+    (a replica whose gateway lingers 30 s takes it, the others paused meanwhile): the run waits
+    ``Indeterminate``; its one undecidable call (``status.indeterminateCalls``)."""
+    lingering = operators.start("replica-slow", AGENTRUN_TEST_SMS_LINGER="30")
+    for replica in operators.replicas:
+        if replica is not lingering:
+            replica.signal(signal.SIGSTOP)  # only the lingering replica may take this run
+    try:
+        apply_run(kube, name, "texter")
+        wait_for("the text", lambda: count_effects(effects, "sms") == 1, 60, operators.logs)
+        lingering.signal(signal.SIGKILL)
+        lingering.wait()
+    finally:
+        for replica in operators.replicas:
+            if replica is not lingering:
+                replica.signal(signal.SIGCONT)
+    wait_for(
+        f"{name} to be indeterminate",
+        lambda: has_condition(kube, name, "Indeterminate", "True"),
+        60,
+        operators.logs,
+    )
+    [call] = get_run(kube, name)["status"]["indeterminateCalls"]
+    return dict(call)

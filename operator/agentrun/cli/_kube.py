@@ -19,6 +19,7 @@ import shutil
 import subprocess
 from typing import Any
 
+from agentrun._decisions import append_operations
 from agentrun._errors import AgentRunError, ConfigurationError
 from agentrun._outcomes import Outcome
 
@@ -63,17 +64,7 @@ def whoami(namespace: str | None) -> str:
 def _append(
     namespace: str | None, current: dict[str, Any], field: str, entry: dict[str, Any]
 ) -> None:
-    existing = (current.get("spec") or {}).get(field)
-    operations = [
-        {
-            "op": "test",
-            "path": "/metadata/resourceVersion",
-            "value": current["metadata"]["resourceVersion"],
-        },
-        {"op": "add", "path": f"/spec/{field}/-", "value": entry}
-        if existing is not None
-        else {"op": "add", "path": f"/spec/{field}", "value": [entry]},
-    ]
+    operations = append_operations(current, field, entry)
     _kubectl(
         namespace,
         "patch",

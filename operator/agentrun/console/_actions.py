@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from agentrun._base import FrozenModel
+from agentrun._decisions import append_operations
 from agentrun.console._apiserver import JSON_PATCH, Answer
 from agentrun.console._callers import Person
 from agentrun.console._run_page import read_run
@@ -37,20 +38,6 @@ class Refusal(Exception):
     """What the person asked for cannot be done; the message says why."""
 
 
-def _append(obj: dict[str, Any], field: str, entry: dict[str, Any]) -> list[dict[str, Any]]:
-    existing = (obj.get("spec") or {}).get(field)
-    return [
-        {
-            "op": "test",
-            "path": "/metadata/resourceVersion",
-            "value": obj["metadata"]["resourceVersion"],
-        },
-        {"op": "add", "path": f"/spec/{field}/-", "value": entry}
-        if existing is not None
-        else {"op": "add", "path": f"/spec/{field}", "value": [entry]},
-    ]
-
-
 def _decision(obj: dict[str, Any], form: dict[str, str], person: Person) -> list[dict[str, Any]]:
     pending = (obj.get("status") or {}).get("pendingApproval") or {}
     request_id = form.get("request", "")
@@ -63,7 +50,7 @@ def _decision(obj: dict[str, Any], form: dict[str, str], person: Person) -> list
     }
     if form.get("reason", "").strip():
         entry["reason"] = form["reason"].strip()
-    return _append(obj, "approvals", entry)
+    return append_operations(obj, "approvals", entry)
 
 
 def _resolution(obj: dict[str, Any], form: dict[str, str], person: Person) -> list[dict[str, Any]]:
@@ -79,7 +66,7 @@ def _resolution(obj: dict[str, Any], form: dict[str, str], person: Person) -> li
     entry: dict[str, Any] = {"callId": call_id, "outcome": outcome, "by": person.user}
     if outcome == "ran":
         entry["result"] = form.get("result", "")
-    return _append(obj, "resolutions", entry)
+    return append_operations(obj, "resolutions", entry)
 
 
 def _suspension(suspend: bool) -> Any:
