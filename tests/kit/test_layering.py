@@ -52,7 +52,7 @@ def test_every_module_of_the_package_is_in_a_layer() -> None:
 
 def test_every_module_of_the_kit_is_kept_free_of_drivers() -> None:
     """The forbidden contract names its modules one by one: a new kit module must join it.
-    Only the front ends, the two adapters that need a driver (and the package that opens them
+    Only the front ends (the CLI, the console, the operator), the two adapters that need a driver (and the package that opens them
     lazily) and the compatibility modules (``_compat``: one a dependency family, kopf's among
     them; a kit module importing that one breaks the contract all the same) are left out."""
     contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
@@ -63,7 +63,13 @@ def test_every_module_of_the_kit_is_kept_free_of_drivers() -> None:
         for layer in layers
         for module in layer.replace("|", ":").split(":")
         if module.strip()
-        not in ("agentrun.cli", "agentrun.operator", "agentrun.stores", "agentrun._compat")
+        not in (
+            "agentrun.cli",
+            "agentrun.console",
+            "agentrun.operator",
+            "agentrun.stores",
+            "agentrun._compat",
+        )
     } | {"agentrun.stores._memory", "agentrun.stores._sqlite"}
     assert set(forbidden) == kit
 

@@ -17,8 +17,19 @@ from agentrun._errors import ConfigurationError
 from agentrun._history import SegmentLister
 from agentrun._idempotency import MaskedOutcomes, RunAndRecordsReader
 from agentrun._identifiers import MAX_KEY_BYTES
-from agentrun._storecore.checked import CheckedCheckpoints, CheckedHistory, CheckedIdempotency
-from agentrun.stores._memory import MemoryBackend, MemoryCheckpointStore, MemoryHistoryStore
+from agentrun._ledger import ChargeLister, Ledger
+from agentrun._storecore.checked import (
+    CheckedCheckpoints,
+    CheckedHistory,
+    CheckedIdempotency,
+    CheckedLedger,
+)
+from agentrun.stores._memory import (
+    MemoryBackend,
+    MemoryCheckpointStore,
+    MemoryHistoryStore,
+    MemoryLedger,
+)
 from agentrun.testing._base import refuses_unusable_ids
 from tests.kit.stores import CountingCheckpointStore, RecordingHistoryStore
 
@@ -65,6 +76,7 @@ def test_capabilities_stay_visible_through_the_checks() -> None:
     backend = MemoryBackend()
     assert isinstance(backend.checkpoints, RunLister)
     assert isinstance(backend.history, SegmentLister)
+    assert isinstance(backend.ledger, ChargeLister)
     assert isinstance(backend.commits, RunReader)
     assert not isinstance(backend.commits, RunAndRecordsReader)  # the memory one reads none
 
@@ -82,6 +94,9 @@ def test_capabilities_stay_visible_through_the_checks() -> None:
     counted = _with(CountingCheckpointStore(backend.checkpoints))  # lists no runs
     assert isinstance(counted.checkpoints, CheckedCheckpoints)
     assert not isinstance(counted.checkpoints, RunLister)
+    unlisted = _with_ledger(_PlainLedger())  # lists no charges
+    assert isinstance(unlisted.ledger, CheckedLedger)
+    assert not isinstance(unlisted.ledger, ChargeLister)
 
 
 class _ListingCheckpoints(CountingCheckpointStore):
@@ -119,6 +134,77 @@ async def test_every_memory_backend_lists_its_runs() -> None:
         assert isinstance(backend.checkpoints, RunLister)
         await backend.checkpoints.put("acme", "run-1", b"{}", fence=1)
         assert await backend.checkpoints.runs() == (("acme", "run-1"),)
+
+
+class _PlainLedger:
+    """A third-party ledger that lists no charges: a memory ledger's three calls only."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryLedger()
+
+    async def charge(
+        self,
+        tenant: str,
+        run_id: str,
+        charge_id: str,
+        micros: int,
+        *,
+        budget: int | None,
+        fence: int,
+    ) -> int:
+        return await self.inner.charge(
+            tenant, run_id, charge_id, micros, budget=budget, fence=fence
+        )
+
+    async def spent(self, tenant: str, run_id: str) -> int:
+        return await self.inner.spent(tenant, run_id)
+
+    async def forget(self, tenant: str, run_id: str) -> None:
+        await self.inner.forget(tenant, run_id)
+
+
+class _ListingLedger(_PlainLedger):
+    """A third-party ledger that lists a run's charges, and which runs it was asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[str, str]] = []
+
+    async def charges(self, tenant: str, run_id: str) -> tuple[tuple[str, int], ...]:
+        self.asked.append((tenant, run_id))
+        return await self.inner.charges(tenant, run_id)
+
+
+def _with_ledger(ledger: Ledger) -> StoreSet:
+    memory = MemoryBackend()
+    return StoreSet(
+        checkpoints=memory.checkpoints,
+        leases=memory.leases,
+        idempotency=memory.idempotency,
+        history=memory.history,
+        ledger=ledger,
+        quotas=memory.quotas,
+        url="third-party://",
+    )
+
+
+async def test_a_charge_listing_is_checked_before_the_ledger_is_asked() -> None:
+    store = _ListingLedger()
+    backend = _with_ledger(store)
+    listing = backend.ledger
+    assert isinstance(listing, ChargeLister)
+    await refuses_unusable_ids(listing.charges)
+    assert store.asked == []
+    await listing.charge("acme", "run-1", "model:e:1", 7, budget=None, fence=1)
+    assert await listing.charges("acme", "run-1") == (("model:e:1", 7),)
+    assert store.asked == [("acme", "run-1")]
+
+
+async def test_every_memory_backend_lists_its_charges() -> None:
+    async with await open_backend("memory://") as backend:
+        assert isinstance(backend.ledger, ChargeLister)
+        await backend.ledger.charge("acme", "run-1", "model:e:1", 7, budget=None, fence=1)
+        assert await backend.ledger.charges("acme", "run-1") == (("model:e:1", 7),)
 
 
 def test_a_backend_of_another_backends_stores_checks_and_masks_once() -> None:

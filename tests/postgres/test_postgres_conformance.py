@@ -55,6 +55,9 @@ class TestPostgresLedger(testing.LedgerConformance):
             await connection.close()
 
 
+class TestPostgresChargeListing(testing.ChargeListerConformance): ...
+
+
 class TestPostgresQuotas(testing.QuotaStoreConformance):
     @pytest.fixture
     async def racers(self, postgres_url: str) -> AsyncIterator[list[QuotaStore]]:

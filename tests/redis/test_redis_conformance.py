@@ -60,6 +60,9 @@ class TestRedisLedger(testing.LedgerConformance):
         await client.incrby(keys.spent, count)
 
 
+class TestRedisChargeListing(testing.ChargeListerConformance): ...
+
+
 class TestRedisQuotas(testing.QuotaStoreConformance):
     @pytest.fixture
     async def racers(self, redis_url: str) -> AsyncIterator[list[QuotaStore]]:

@@ -54,6 +54,9 @@ class TestSqliteLedger(testing.LedgerConformance):
             )
 
 
+class TestSqliteChargeListing(testing.ChargeListerConformance): ...
+
+
 class TestSqliteQuotas(testing.QuotaStoreConformance):
     @pytest.fixture
     async def racers(self, url: str) -> AsyncIterator[list[QuotaStore]]:

@@ -48,6 +48,9 @@ class TestMemoryLedger(_Memory, testing.LedgerConformance):
     charges_before = 20_000  # through ``charge`` itself: the memory store has no bulk write
 
 
+class TestMemoryChargeListing(_Memory, testing.ChargeListerConformance): ...
+
+
 class TestMemoryQuotas(_Memory, testing.QuotaStoreConformance): ...
 
 

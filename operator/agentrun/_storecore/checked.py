@@ -12,10 +12,11 @@ checks again.
 
 A store's optional capabilities stay visible through its layer: a history store that lists a
 run's segments (``SegmentLister``) gets a layer that lists them too, a checkpoint store that
-lists its runs (``RunLister``) one that lists them, a commit store that reads a run back
-(``RunReader``, ``RunAndRecordsReader``) one that reads it back; a store without the
-capability gets a layer without it. ``inner`` is the store itself, for what only it knows (a
-driver's pool, a test's look inside).
+lists its runs (``RunLister``) one that lists them, a ledger that lists a run's charges
+(``ChargeLister``) one that lists them, a commit store that reads a run back (``RunReader``,
+``RunAndRecordsReader``) one that reads it back; a store without the capability gets a layer
+without it. ``inner`` is the store itself, for what only it knows (a driver's pool, a test's
+look inside).
 
 The checks are in ``async`` methods that await the store's, so an unusable id is raised where
 the call is awaited, as from the store itself.
@@ -39,7 +40,7 @@ from agentrun._idempotency import (
 )
 from agentrun._identifiers import check_key, check_name, check_run, check_tenant
 from agentrun._leases import LeaseStore, RunLease, require_positive_ttl
-from agentrun._ledger import Ledger
+from agentrun._ledger import ChargeLister, Ledger
 from agentrun._quotas import Allowance, QuotaStore, Spend, Spending
 
 if TYPE_CHECKING:
@@ -239,6 +240,18 @@ class CheckedLedger:
         await self.inner.forget(tenant, run_id)
 
 
+class CheckedChargeLister(CheckedLedger):
+    """The layer of a ledger that is a ``ChargeLister``."""
+
+    def __init__(self, inner: Ledger, lister: ChargeLister) -> None:
+        super().__init__(inner)
+        self._lister = lister
+
+    async def charges(self, tenant: str, run_id: str) -> tuple[tuple[str, int], ...]:
+        check_run(tenant, run_id)
+        return await self._lister.charges(tenant, run_id)
+
+
 class CheckedCommits:
     def __init__(self, inner: CommitStore) -> None:
         self.inner = inner
@@ -367,7 +380,11 @@ def checked_history(store: HistoryStore) -> HistoryStore:
 
 
 def checked_ledger(store: Ledger) -> Ledger:
-    return store if isinstance(store, CheckedLedger) else CheckedLedger(store)
+    if isinstance(store, CheckedLedger):
+        return store
+    if isinstance(store, ChargeLister):
+        return CheckedChargeLister(store, store)
+    return CheckedLedger(store)
 
 
 def checked_quotas(store: QuotaStore) -> QuotaStore:

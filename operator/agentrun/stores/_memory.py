@@ -30,7 +30,12 @@ from agentrun._idempotency import (
 )
 from agentrun._leases import RunLease, renewal_refused
 from agentrun._quotas import NO_SPENDING, Allowance, Spend, Spending, refuse_superseded
-from agentrun._storecore.checked import DEFAULT_RUNS_PAGE, CheckedRunLister, CheckedSegmentLister
+from agentrun._storecore.checked import (
+    DEFAULT_RUNS_PAGE,
+    CheckedChargeLister,
+    CheckedRunLister,
+    CheckedSegmentLister,
+)
 from agentrun._storecore.fences import held_elsewhere, refuse_stale
 
 Run = tuple[str, str]
@@ -322,11 +327,12 @@ class MemoryHistoryStore:
 
 
 class MemoryLedger:
-    """Charges per run and the run's running total, so a charge never re-reads the others."""
+    """Charges per run, each with its micros, and the run's running total, so a charge never
+    re-reads the others."""
 
     def __init__(self, fences: FenceBook | None = None) -> None:
         self._fences = fences or FenceBook()
-        self._charges: dict[Run, set[str]] = {}
+        self._charges: dict[Run, dict[str, int]] = {}
         self._spent: dict[Run, int] = {}
 
     async def charge(
@@ -341,18 +347,22 @@ class MemoryLedger:
     ) -> int:
         run = (tenant, run_id)
         self._fences.admit(run, fence, "ledger charge")
-        charges = self._charges.setdefault(run, set())
+        charges = self._charges.setdefault(run, {})
         spent = self._spent.get(run, 0)
         if charge_id in charges:
             return spent
         if budget is not None and spent + micros > budget:
             raise BudgetExceededError(run_id=run_id, spent=spent, charge=micros, budget=budget)
-        charges.add(charge_id)
+        charges[charge_id] = micros
         self._spent[run] = spent + micros
         return spent + micros
 
     async def spent(self, tenant: str, run_id: str) -> int:
         return self._spent.get((tenant, run_id), 0)
+
+    async def charges(self, tenant: str, run_id: str) -> tuple[tuple[str, int], ...]:
+        """``ChargeLister.charges``: the run's charges, by charge id in code point order."""
+        return tuple(sorted(self._charges.get((tenant, run_id), {}).items()))
 
     async def forget(self, tenant: str, run_id: str) -> None:
         run = (tenant, run_id)
@@ -489,6 +499,8 @@ class MemoryBackend(StoreSet):
     """The memory checkpoint store behind its checks, which lists its runs."""
     history: CheckedSegmentLister
     """The memory history store behind its checks, which lists a run's segments."""
+    ledger: CheckedChargeLister
+    """The memory ledger behind its checks, which lists a run's charges."""
 
     def __init__(self, clock: Now = time.monotonic, *, url: str = "memory://") -> None:
         fences = FenceBook()

@@ -24,11 +24,12 @@ from agentrun.testing.history import HistoryStoreConformance, SegmentListerConfo
 from agentrun.testing.hostile import HOSTILE_IDS
 from agentrun.testing.idempotency import IdempotencyStoreConformance
 from agentrun.testing.leases import LeaseStoreConformance
-from agentrun.testing.ledger import LedgerConformance
+from agentrun.testing.ledger import ChargeListerConformance, LedgerConformance
 from agentrun.testing.quotas import QuotaStoreConformance
 
 __all__ = [
     "HOSTILE_IDS",
+    "ChargeListerConformance",
     "CheckpointStoreConformance",
     "CommitStoreConformance",
     "HistoryStoreConformance",

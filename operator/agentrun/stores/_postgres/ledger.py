@@ -10,6 +10,12 @@ The run's total is kept in ``ledger_totals`` and raised by the statement that in
 charge, so a charge reads one row however many came before it (summing them made a run's
 charges cost the square of their number). A run charged before the schema kept totals has no
 row; its next charge sums its charges once (``COALESCE`` evaluates the sum only then).
+
+A run's charges are listed (``charges``) by one statement that finds them on the primary key's
+index on (tenant, run_id, charge_id) and orders them by code point (``COLLATE "C"``), the order
+every ledger lists in; the index's own order is the database's collation, so unless that is
+``C`` the run's charges (and only those) are sorted. A boundary commit inserts its charge into
+the same table, so it is listed alike.
 """
 
 from __future__ import annotations
@@ -42,6 +48,10 @@ _CHARGE = (
     "SELECT spent, seen, (SELECT count(*) FROM added) AS added FROM prior"
 )
 _SPENT = "SELECT " + SPENT_SO_FAR + " AS spent"
+_CHARGES = (
+    "SELECT charge_id, micros FROM {ledger} WHERE tenant = $1 AND run_id = $2 "
+    'ORDER BY charge_id COLLATE "C"'
+)
 _FORGET = (
     "WITH charges AS (DELETE FROM {ledger} WHERE tenant = $1 AND run_id = $2) "
     "DELETE FROM {ledger_totals} WHERE tenant = $1 AND run_id = $2"
@@ -54,6 +64,7 @@ class PostgresLedger(PostgresStore):
     def _prepare(self, sql: Callable[[str], str]) -> None:
         self._fence, self._charge = sql(_FENCE), sql(_CHARGE)
         self._spent, self._forget = sql(_SPENT), sql(_FORGET)
+        self._charges = sql(_CHARGES)
 
     async def charge(
         self,
@@ -87,6 +98,13 @@ class PostgresLedger(PostgresStore):
             f"read the spend of run {run_id!r}", self._spent, tenant, run_id
         )
         return int(row["spent"])
+
+    async def charges(self, tenant: str, run_id: str) -> tuple[tuple[str, int], ...]:
+        """``ChargeLister.charges``, from the primary key (see the module)."""
+        rows = await self._db.fetch(
+            f"list the charges of run {run_id!r}", self._charges, tenant, run_id
+        )
+        return tuple((str(row["charge_id"]), int(row["micros"])) for row in rows)
 
     async def forget(self, tenant: str, run_id: str) -> None:
         await self._db.execute(

@@ -4,6 +4,10 @@ A charge is one script: it checks and raises the run's fence, returns the total 
 ``charge_id`` already counted (a retry after an unclear failure), refuses a charge that would take
 the total past the budget, and otherwise records the charge and adds it with ``INCRBY`` (64-bit
 integer arithmetic on the server, not Lua's doubles). Both keys live in the run's slot.
+
+A run's charges are listed (``charges``) with one ``HGETALL`` of its hash of charges, which a
+boundary commit (``RedisCommitStore``) writes too. A hash keeps no order, so the charges are
+sorted here, by charge id in code point order, as every ledger lists them.
 """
 
 from __future__ import annotations
@@ -62,6 +66,16 @@ class RedisLedger(RedisStore):
             return 0
         with reading(self.name, tenant, run_id, f"the total spent, {total[:40]!r}"):
             return int(total)
+
+    async def charges(self, tenant: str, run_id: str) -> tuple[tuple[str, int], ...]:
+        """``ChargeLister.charges``, from the run's hash of charges (see the module)."""
+        run = self._keys(tenant, run_id)
+        stored = await self._call("list a run's charges", run, self._client.hgetall(run.charges))
+        listed: list[tuple[str, int]] = []
+        for field, value in stored.items():
+            with reading(self.name, tenant, run_id, f"the charge {field[:60]!r}, {value[:40]!r}"):
+                listed.append((field.decode() if isinstance(field, bytes) else field, int(value)))
+        return tuple(sorted(listed))
 
     async def forget(self, tenant: str, run_id: str) -> None:
         run = self._keys(tenant, run_id)

@@ -6,6 +6,10 @@ total raised inside one fenced ``BEGIN IMMEDIATE`` transaction, so two processes
 cannot both fit under a budget that has room for only one of them, and a charge costs the same
 however many came before it. A run charged before the schema kept totals has no total row; its
 next charge sums its charges once and writes the row.
+
+A run's charges are listed (``charges``) off the primary key's index on (tenant, run_id,
+charge_id), in its order: the ``BINARY`` collation compares UTF-8 bytes, which is code point
+order. A boundary commit counts its charge with ``charged`` too, so it is listed alike.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ import sqlite3
 from agentrun._errors import BudgetExceededError
 from agentrun.stores._sqlite._database import Database, admit, first, one
 
+_CHARGES = (
+    "SELECT charge_id, micros FROM agentrun_charges WHERE tenant = ? AND run_id = ? "
+    "ORDER BY charge_id"
+)
 _SPENT = (
     "SELECT COALESCE("
     "(SELECT micros FROM agentrun_spent WHERE tenant = ?1 AND run_id = ?2), "
@@ -81,6 +89,15 @@ class SqliteLedger:
             return int(one(connection, _SPENT, (tenant, run_id))[0])
 
         return await self._database.read(f"read the spend of run {run_id!r}", work)
+
+    async def charges(self, tenant: str, run_id: str) -> tuple[tuple[str, int], ...]:
+        """``ChargeLister.charges``, from the primary key (see the module)."""
+
+        def work(connection: sqlite3.Connection) -> tuple[tuple[str, int], ...]:
+            rows = connection.execute(_CHARGES, (tenant, run_id)).fetchall()
+            return tuple((str(row[0]), int(row[1])) for row in rows)
+
+        return await self._database.read(f"list the charges of run {run_id!r}", work)
 
     async def forget(self, tenant: str, run_id: str) -> None:
         def work(connection: sqlite3.Connection) -> None:
