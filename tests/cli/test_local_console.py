@@ -100,6 +100,9 @@ def test_a_run_waiting_on_approval_is_approved_in_the_browser_and_followed(
             expect(page.locator("#state")).to_have_text("Checkpointed", timeout=15_000)
             assert page.evaluate("window.__notReloaded === true"), "the page was reloaded"
             expect(page.locator("ol.transcript")).to_contain_text("notify_passenger")
+            # the ledger's charges, one a model call, drawn over the iterations
+            expect(page.locator("section.cost")).to_contain_text("spent by iteration")
+            assert page.locator("#cost-chart polyline").count() == 1
         finally:
             browser.close()
     assert "completed" in resumed.stdout, resumed.stdout

@@ -154,6 +154,7 @@ def test_an_undecidable_call_is_resolved_in_the_browser_and_the_page_follows_liv
     }
     assert count_effects(effects, "sms") == 1
     expect(page.locator("ol.transcript")).to_contain_text("send_sms")
+    expect(page.locator("section.cost")).to_contain_text("spent by iteration 2")
 
 
 def test_a_viewer_sees_no_approve_button_and_a_forged_approval_is_refused_by_the_api_server(

@@ -11,8 +11,9 @@ page, as every string is (``_web.environment``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import JsonValue
 
@@ -22,6 +23,7 @@ from agentrun._checkpointing import Checkpointer
 from agentrun._decisions import APPROVAL_PREFIX
 from agentrun._errors import AgentRunError
 from agentrun._idempotency import marker_key
+from agentrun._ledger import ChargeLister
 from agentrun._resume import plan_resume
 from agentrun.console._runs import parse_time
 from agentrun.operator._witness import RUN_STARTED_KEY
@@ -65,6 +67,45 @@ class Turn(FrozenModel):
     answers: str = ""
 
 
+class CostChart(FrozenModel):
+    """A run's cost over its iterations, from the ledger's charges, as an SVG polyline."""
+
+    WIDTH: ClassVar[int] = 360
+    HEIGHT: ClassVar[int] = 80
+
+    last: int
+    """The last iteration charged (the first is 0, as ``status.iteration`` counts)."""
+    total_micros: int
+    points: str
+    """``x,y`` pairs of the cumulative cost after each iteration, in the chart's box."""
+
+    @classmethod
+    def of(cls, charges: Sequence[tuple[str, int]]) -> CostChart | None:
+        """The chart of ``charges`` (``model:{execution}:{iteration}`` ids, as the runner names
+        a model call's); None with fewer than two iterations to draw. A call charged in two
+        executions (made again after a crash) counts in both: both were paid for."""
+        by_iteration: dict[int, int] = {}
+        for charge_id, micros in charges:
+            kind, _, rest = charge_id.partition(":")
+            digits = rest.rpartition(":")[2]
+            if kind != "model" or not digits.isdigit():
+                continue
+            by_iteration[int(digits)] = by_iteration.get(int(digits), 0) + micros
+        if len(by_iteration) < 2:
+            return None
+        last = max(by_iteration)
+        running, cumulative = 0, []
+        for iteration in range(last + 1):
+            running += by_iteration.get(iteration, 0)
+            cumulative.append(running)
+        top = max(cumulative[-1], 1)
+        points = " ".join(
+            f"{round(i * cls.WIDTH / last, 1)},{round(cls.HEIGHT - c * cls.HEIGHT / top, 1)}"
+            for i, c in enumerate(cumulative)
+        )
+        return cls(last=last, total_micros=cumulative[-1], points=points)
+
+
 class StoreView(FrozenModel):
     """What the store says of a run; ``error`` instead when it could not be read."""
 
@@ -76,6 +117,7 @@ class StoreView(FrozenModel):
     calls: tuple[ToolCallRow, ...] = ()
     turns: tuple[Turn, ...] = ()
     turn_count: int = 0
+    cost: CostChart | None = None
     error: str = ""
 
 
@@ -140,6 +182,8 @@ async def read_store(backend: Backend, tenant: str, run_id: str, page: int) -> S
         ).resumable(tenant, run_id)
         lease = await backend.leases.held(tenant, run_id)
         records = await backend.idempotency.records(tenant, run_id)
+        ledger = backend.ledger
+        charges = await ledger.charges(tenant, run_id) if isinstance(ledger, ChargeLister) else ()
         if found is None:
             return StoreView(error="nothing is checkpointed for this run yet")
         checkpoint, transcript = found
@@ -195,4 +239,5 @@ async def read_store(backend: Backend, tenant: str, run_id: str, page: int) -> S
             for i, m in enumerate(transcript[start : start + TRANSCRIPT_PAGE])
         ),
         turn_count=len(transcript),
+        cost=CostChart.of(charges),
     )
