@@ -52,9 +52,10 @@ def test_every_module_of_the_package_is_in_a_layer() -> None:
 
 def test_every_module_of_the_kit_is_kept_free_of_drivers() -> None:
     """The forbidden contract names its modules one by one: a new kit module must join it.
-    Only the front ends (the CLI, the console, the operator), the two adapters that need a driver (and the package that opens them
-    lazily) and the compatibility modules (``_compat``: one a dependency family, kopf's among
-    them; a kit module importing that one breaks the contract all the same) are left out."""
+    Only the front ends (the CLI, the console, the operator), the two adapters that need a
+    driver (and the package that opens them lazily) and the compatibility modules (``_compat``:
+    one a dependency family, kopf's among them; a kit module importing that one breaks the
+    contract all the same) are left out."""
     contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
     layers = next(c for c in contracts if c["type"] == "layers")["layers"]
     forbidden = next(c for c in contracts if c["type"] == "forbidden")["source_modules"]
