@@ -44,6 +44,7 @@ from tests.support.ports import free_port
 from tests.support.redis_server import RedisServer
 
 PENDING = {"requestId": "apr-1", "callId": "call-1", "tool": "refund"}
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +92,7 @@ def _waiting_on_approval(kube: Kube, name: str) -> None:
     }
     kube.kubectl("create", "-f", "-", stdin=json.dumps(manifest))
     status = {
+        "traceId": TRACE_ID,
         "pendingApproval": PENDING,
         "conditions": [
             {
@@ -197,6 +199,7 @@ def test_an_approver_approves_as_themselves(
     _waiting_on_approval(kube, "refund-approved")
     page = _signed_in(browser, console, people["alice"])
     page.goto(f"/runs/{kube.namespace}/refund-approved")
+    expect(page.locator("#trace-id")).to_have_text(TRACE_ID)  # status.traceId, when traced
     page.fill("#approval input[name=reason]", "customer verified")
     page.click("#approve")
     expect(page.locator("#said")).to_contain_text("your decision was recorded")

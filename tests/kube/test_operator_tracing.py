@@ -78,5 +78,13 @@ def test_a_runs_spans_reach_the_collector_with_its_id_fence_and_dispositions(
     assert tool["agentrun.tool.disposition"] == "side_effecting"
     assert tool["agentrun.fence"] == invoke["agentrun.fence"]
     assert len([s for s in spans if str(s["name"]).startswith("chat ")]) == 2
+    # One trace an attempt: the operator's attempt span (its lease, its status) is the run
+    # span's parent, and its trace id is the one the status names, for a person to look up.
+    raw = [span for _, span in collector.spans() if attributes(span).get("agentrun.run.id") == uid]
+    (attempt,) = [span for span in raw if span.name == f"attempt {kube.namespace}/traced"]
+    (run_span,) = [span for span in raw if span.name == "invoke_agent texter"]
+    assert run_span.parent_span_id == attempt.span_id
+    assert run_span.trace_id == attempt.trace_id
+    assert run["status"]["traceId"] == attempt.trace_id.hex()
     services = {attributes(resource).get("service.name") for resource, _ in collector.spans()}
     assert services == {"agentrun-operator"}

@@ -173,8 +173,8 @@ def console_process(
     kube: Kube, store_url: str, workdir: Path, *extra: str
 ) -> Iterator[ConsoleProcess]:
     console = ConsoleProcess(kube, store_url, workdir, extra)
-    console.start()
-    try:
+    try:  # a console that never came up is stopped too
+        console.start()
         yield console
     finally:
         console.stop()

@@ -59,6 +59,7 @@ class RunRow(FrozenModel):
     resumes: int = 0
     tenant: str = ""
     suspended: bool = False
+    trace_id: str = ""
     created: datetime = Field(default_factory=lambda: datetime.now(UTC))
     waiting_since: datetime | None = None
     approval: Approval | None = None
@@ -131,6 +132,7 @@ def row_of(obj: dict[str, Any]) -> RunRow:
         resumes=_int(status.get("resumeCount")),
         tenant=str(status.get("tenant", "")),
         suspended=spec.get("suspend") is True,
+        trace_id=str(status.get("traceId", "") or ""),
         created=parse_time(meta.get("creationTimestamp")) or datetime.now(UTC),
         waiting_since=waiting,
         approval=None

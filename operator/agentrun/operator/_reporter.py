@@ -33,6 +33,7 @@ from agentrun.operator._resource import (
 from agentrun.operator._retrying import described
 from agentrun.operator._status import NOTHING, StatusWriter, Superseded
 from agentrun.runner._results import RunResult
+from agentrun.runner._tracing import current_trace_id
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -148,7 +149,11 @@ class RunReporter:
             lease.holder,
             lease.fence,
             resumed=resumed,
-            fields=AgentRunStatus(pending_approval=None, indeterminate_calls=[]),
+            # The attempt's trace, or none (a trace id from an earlier attempt names nothing
+            # this holder does).
+            fields=AgentRunStatus(
+                pending_approval=None, indeterminate_calls=[], trace_id=current_trace_id()
+            ),
             conditions=(
                 c.update(taking, held),
                 c.update(c.NOT_WAITING, "no approval is pending"),

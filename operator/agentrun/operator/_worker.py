@@ -47,9 +47,11 @@ from agentrun.operator._retrying import Backoff, recoverable
 from agentrun.operator._status import PinnedElsewhere
 from agentrun.operator._tenancy import tenant_of
 from agentrun.operator._witness import is_parked, refuse_fresh_start_if_lost, refuse_if_lost
+from agentrun.runner._agents import AgentDefinition
 from agentrun.runner._loop import AgentRunner
 from agentrun.runner._registry import RegisteredAgent
 from agentrun.runner._results import RunResult
+from agentrun.runner._tracing import attempt_span, tracer
 
 RETRY_BACKOFF = 2.0
 """Seconds before trying again after the first failure that a retry can help (a store briefly
@@ -392,33 +394,11 @@ class RunWorker:
             )
 
         try:
-            try:
-                await runner.resume(
-                    agent,
-                    self.run_id,
-                    tenant=self.tenant,
-                    stop=stop,
-                    budget_micros=budget,
-                    # Only when there are answers to record: without the hook the frontier,
-                    # transcript and records are one read (``read_and_plan``). Those of ``spec``,
-                    # the answers whose authentication was checked: one appended after ``spec``
-                    # was read is seen by the next attempt (``_waiting_on_people``), which checks
-                    # it first (``_decisions_unauthenticated``).
-                    before_planning=(
-                        functools.partial(self._record_resolutions, spec)
-                        if spec.resolutions
-                        else None
-                    ),
-                )
-            except NothingCheckpointedError:
-                await runner.run(
-                    agent,
-                    spec.input or "",
-                    tenant=self.tenant,
-                    run_id=self.run_id,
-                    budget_micros=budget,
-                    stop=stop,
-                )
+            with attempt_span(
+                tracer(), name=f"{self.namespace}/{self.name}",
+                run_id=self.run_id, tenant=self.tenant,
+            ):  # fmt: skip
+                await self._resume_or_start(runner, spec, agent, budget, stop)
         except AgentRunError as error:
             await self._after(error)
         else:
@@ -426,6 +406,41 @@ class RunWorker:
         finally:
             for place in places:  # the attempt is over: the run holds no lease any more
                 await place.give_back()
+
+    async def _resume_or_start(
+        self,
+        runner: AgentRunner,
+        spec: AgentRunSpec,
+        agent: AgentDefinition,
+        budget: int | None,
+        stop: Callable[[], bool],
+    ) -> None:
+        """Carry the run on from its frontier, or start it from its input if it has none."""
+        try:
+            await runner.resume(
+                agent,
+                self.run_id,
+                tenant=self.tenant,
+                stop=stop,
+                budget_micros=budget,
+                # Only when there are answers to record: without the hook the frontier,
+                # transcript and records are one read (``read_and_plan``). Those of ``spec``,
+                # the answers whose authentication was checked: one appended after ``spec``
+                # was read is seen by the next attempt (``_waiting_on_people``), which checks
+                # it first (``_decisions_unauthenticated``).
+                before_planning=(
+                    functools.partial(self._record_resolutions, spec) if spec.resolutions else None
+                ),
+            )
+        except NothingCheckpointedError:
+            await runner.run(
+                agent,
+                spec.input or "",
+                tenant=self.tenant,
+                run_id=self.run_id,
+                budget_micros=budget,
+                stop=stop,
+            )
 
     async def _after(self, error: AgentRunError) -> None:
         """Carry on after an attempt that ``error`` ended, as its outcome says."""

@@ -58,6 +58,31 @@ def tracer() -> Tracer:
     return trace.get_tracer(TRACER_NAME)
 
 
+def attempt_span(
+    spans: Tracer, *, name: str, run_id: str, tenant: str
+) -> AbstractContextManager[Span]:
+    """A front end's attempt at a run (the operator's worker taking its lease, writing its
+    status, then the runner's ``run_span`` inside it), so everything the attempt does is one
+    trace, whose id the front end can show before the run's own span starts."""
+    # An exception's message can carry what a tool or a person wrote: not recorded, as no
+    # message is (see the module's docstring); how the run stopped is its own span's to say.
+    return spans.start_as_current_span(
+        f"attempt {name}",
+        attributes={RUN_ID: run_id, TENANT: tenant},
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+
+
+def current_trace_id() -> str | None:
+    """The id of the trace being recorded now (32 hex digits, as trace backends show it), or
+    None when nothing is traced or the trace is not sampled (it would be found nowhere)."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid or not context.trace_flags.sampled:
+        return None
+    return format(context.trace_id, "032x")
+
+
 def run_span(
     spans: Tracer, *, agent: str, revision: str, run_id: str, tenant: str, fence: int,
     resumed: bool,
