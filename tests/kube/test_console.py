@@ -203,6 +203,9 @@ def test_an_approver_approves_as_themselves(
     page.fill("#approval input[name=reason]", "customer verified")
     page.click("#approve")
     expect(page.locator("#said")).to_contain_text("your decision was recorded")
+    # Words in the URL the console did not sign are not shown as its own.
+    page.goto(f"/runs/{kube.namespace}/refund-approved?said=Your+session+expired&sig=forged")
+    expect(page.locator("#said")).to_have_count(0)
     assert get_run(kube, "refund-approved")["spec"]["approvals"] == [
         {
             "requestId": "apr-1",

@@ -26,6 +26,7 @@ from agentrun.console._callers import Person
 from agentrun.console._run_page import read_run
 from agentrun.console._watch import collection
 from agentrun.console._web import (
+    back_to,
     console_of,
     csrf_ok,
     person_of,
@@ -89,12 +90,6 @@ DONE = {
     "suspend": "the run is suspended: no worker carries it on until it is resumed",
     "resume": "the run is resumed",
 }
-
-
-def _back(namespace: str, name: str, key: str, text: str) -> Response:
-    return RedirectResponse(
-        f"/runs/{namespace}/{name}?{key}={quote(text, safe='')}", status_code=303
-    )
 
 
 def refused_before(request: Request, form: dict[str, str]) -> Response | None:
@@ -177,10 +172,12 @@ async def act(request: Request) -> Response:
     if refused is not None:
         return refused
     if action == "delete" and form.get("confirm") != name:
-        return _back(
-            namespace, name, "refused", f"type the run's name ({name}) to confirm the delete"
-        )
+        return back_to(
+            request, f"/runs/{namespace}/{name}", "refused",
+            f"type the run's name ({name}) to confirm the delete",
+        )  # fmt: skip
     result = await perform(request, person, namespace, name, action, form)
     if result.done and action == "delete":
         return RedirectResponse(f"/runs?namespace={quote(namespace, safe='')}", status_code=303)
-    return _back(namespace, name, "said" if result.done else "refused", result.message)
+    key = "said" if result.done else "refused"
+    return back_to(request, f"/runs/{namespace}/{name}", key, result.message)

@@ -20,10 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from agentrun._backend import Backend, RunLister, StoreSet
 from agentrun._checkpointing import Checkpointer
@@ -34,7 +33,14 @@ from agentrun.console._actions import refused_before
 from agentrun.console._index import RunIndex
 from agentrun.console._runs import Approval, RunRow, Undecidable
 from agentrun.console._timeline import TRANSCRIPT_PAGE, Moment, read_store
-from agentrun.console._web import console_of, nothing_here, person_of, render
+from agentrun.console._web import (
+    back_to,
+    console_of,
+    nothing_here,
+    person_of,
+    render,
+    what_was_said,
+)
 
 POLL = 2.0
 FRESH = 1.0
@@ -155,6 +161,7 @@ async def local_run_page(request: Request) -> Response:
     page = int(page_text) if page_text.isdigit() and int(page_text) > 0 else 1
     store = await read_store(console.backend, tenant, run_id, page)
     writable = not console.settings.read_only
+    said, refused = what_was_said(request)
     return render(
         request,
         "run_live.html" if request.headers.get("X-Console-Fragment") else "run.html",
@@ -168,8 +175,8 @@ async def local_run_page(request: Request) -> Response:
         transcript_pages=max(1, -(-store.turn_count // TRANSCRIPT_PAGE)),
         may={"approve": writable, "resolve": writable, "patch": writable, "suspend": False,
              "delete": False},
-        said=request.query_params.get("said", ""),
-        refused=request.query_params.get("refused", ""),
+        said=said,
+        refused=refused,
     )  # fmt: skip
 
 
@@ -205,13 +212,9 @@ async def local_act(request: Request) -> Response:
         else:
             return render(request, "error.html", status=404, title="No such action", detail=action)
     except AgentRunError as error:
-        return _back(target, "refused", str(error))
-    return _back(target, "said", said)
+        return back_to(request, target, "refused", str(error))
+    return back_to(request, target, "said", said)
 
 
 def _carry_on(tenant: str, run_id: str) -> str:
     return f"`agentrun run --resume {run_id} --tenant {tenant}` carries the run on"
-
-
-def _back(target: str, key: str, text: str) -> Response:
-    return RedirectResponse(f"{target}?{key}={quote(text, safe='')}", status_code=303)

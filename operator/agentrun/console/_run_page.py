@@ -19,7 +19,14 @@ from agentrun.console._pages import FRAGMENT
 from agentrun.console._runs import row_of
 from agentrun.console._timeline import TRANSCRIPT_PAGE, StoreView, moments, read_store
 from agentrun.console._watch import collection
-from agentrun.console._web import console_of, nothing_here, person_of, render, sign_in_first
+from agentrun.console._web import (
+    console_of,
+    nothing_here,
+    person_of,
+    render,
+    sign_in_first,
+    what_was_said,
+)
 
 
 async def read_run(
@@ -66,6 +73,7 @@ async def run_page(request: Request) -> Response:
     }
     may["suspend"] = may["patch"]
     spec = obj.get("spec") or {}
+    said, refused = what_was_said(request)
     return render(
         request,
         "run_live.html" if request.headers.get(FRAGMENT) else "run.html",
@@ -79,7 +87,7 @@ async def run_page(request: Request) -> Response:
         transcript_page=page,
         transcript_pages=max(1, -(-store.turn_count // TRANSCRIPT_PAGE)),
         may=may,
-        said=request.query_params.get("said", ""),
-        refused=request.query_params.get("refused", ""),
+        said=said,
+        refused=refused,
         now=datetime.now(UTC),
     )

@@ -148,6 +148,26 @@ def csrf_ok(request: Request, given: str) -> bool:
     return person_of(request) is not None and hmac.compare_digest(csrf_token(request), given)
 
 
+def back_to(request: Request, path: str, key: str, text: str) -> Response:
+    """Back to ``path``, saying ``text`` (``key``: said or refused) on the page: signed with
+    the console's key, so a link made elsewhere cannot put words in the console's mouth."""
+    signature = console_of(request).sealer.csrf(f"{key}:{text}")[:32]
+    return RedirectResponse(f"{path}?{key}={quote(text, safe='')}&sig={signature}", status_code=303)
+
+
+def what_was_said(request: Request) -> tuple[str, str]:
+    """What the action before this page said (``back_to``), as (said, refused); nothing for
+    words whose signature does not match."""
+    query, sealer = request.query_params, console_of(request).sealer
+    found = {"said": "", "refused": ""}
+    for key in found:
+        text = query.get(key, "")
+        expected = sealer.csrf(f"{key}:{text}")[:32]
+        if text and hmac.compare_digest(query.get("sig", ""), expected):
+            found[key] = text
+    return found["said"], found["refused"]
+
+
 def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
     console = console_of(request)
     person = person_of(request)
