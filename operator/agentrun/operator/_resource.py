@@ -175,4 +175,4 @@ class AgentRunStatus(ResourceModel):
     resume_count: Count | None = None
     pending_approval: PendingApproval | None = None
     indeterminate_calls: Annotated[list[IndeterminateCall], Field(max_length=64)] | None = None
-    trace_id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")] | None = None
+    trace_id: Annotated[str, Field(max_length=32, pattern=r"^[0-9a-f]{32}$")] | None = None
