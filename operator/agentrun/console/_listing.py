@@ -117,6 +117,16 @@ class Listing(FrozenModel):
     pages: int
 
 
+def state_counts(
+    view: Filter, rows: Iterable[RunRow], now: datetime | None = None
+) -> tuple[tuple[str, int], ...]:
+    """How many runs of the view are in each state (the view's own state aside): what a live
+    update of the counts needs, without sorting or paging anything."""
+    since = view.youngest(now or datetime.now(UTC))
+    counts = Counter(row.state for row in rows if view.keeps(row, since))
+    return tuple(sorted(counts.items()))
+
+
 def listing(view: Filter, rows: Iterable[RunRow], now: datetime | None = None) -> Listing:
     since = view.youngest(now or datetime.now(UTC))
     kept = [row for row in rows if view.keeps(row, since)]

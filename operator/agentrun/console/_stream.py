@@ -22,7 +22,7 @@ from starlette.responses import Response
 
 from agentrun.console._callers import Person
 from agentrun.console._index import Change
-from agentrun.console._listing import BadFilter, Filter, listing
+from agentrun.console._listing import BadFilter, Filter, state_counts
 from agentrun.console._pages import visible_rows
 from agentrun.console._runs import RunRow
 from agentrun.console._settings import AuthMode
@@ -116,9 +116,10 @@ async def _events_for(
             ),
         )
     if view == "runs":
-        page = listing(runs_filter, await visible_rows(request, person), now)
-        counts = console.templates.get_template("_counts.html")
-        yield _event("counts", html=counts.render(view=runs_filter, page=page))
+        # Counted, not listed: every browser on the runs page gets this for every batch.
+        counts = state_counts(runs_filter, await visible_rows(request, person), now)
+        template = console.templates.get_template("_counts.html")
+        yield _event("counts", html=template.render(view=runs_filter, counts=counts))
 
 
 async def events(request: Request) -> Response:
