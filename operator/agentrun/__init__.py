@@ -54,7 +54,7 @@ from agentrun._idempotency import (
 from agentrun._identifiers import MAX_ID_BYTES, MAX_KEY_BYTES
 from agentrun._leases import Leaseholder, LeasePolicy, LeaseStore, RunLease
 from agentrun._ledger import Ledger
-from agentrun._messages import BinaryPart, Message, TextPart, ToolCall, Usage
+from agentrun._messages import BinaryPart, Message, ModelCall, TextPart, ToolCall, Usage
 from agentrun._quotas import Allowance, QuotaStore, Spend, Spending
 from agentrun._redaction import Masker, MaskingFilter, Redactor
 from agentrun._resume import (
@@ -139,6 +139,7 @@ __all__ = [
     "MemoryLedger",
     "MemoryQuotaStore",
     "Message",
+    "ModelCall",
     "ModelReply",
     "NothingCheckpointedError",
     "PendingApproval",

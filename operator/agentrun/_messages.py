@@ -63,6 +63,30 @@ class ToolCall(FrozenModel):
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
 
 
+class Usage(FrozenModel):
+    """Tokens a model call (or a run so far) used."""
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class ModelCall(FrozenModel):
+    """One model call as the run paid for it: its tokens, its price and how long the provider
+    took to answer. Kept on the assistant message the call answered with, so the transcript says
+    what each call cost where it happened; the ledger stays what decides the run's spend (a call
+    made again after a crash is charged twice and shown once, with its second answer)."""
+
+    usage: Usage = Field(default_factory=Usage)
+    cost_micros: int = Field(default=0, ge=0)
+    latency_ms: int = Field(default=0, ge=0)
+
+
 class Message(FrozenModel):
     """One turn of the conversation: a role, its parts, the tool calls it asks for (an assistant)
     or the call it answers (a tool)."""
@@ -71,6 +95,10 @@ class Message(FrozenModel):
     parts: tuple[Part, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+    model_call: ModelCall | None = Field(default=None, exclude_if=lambda v: v is None)
+    """On an assistant message: the model call that produced it (absent on every other role,
+    and on messages written before it was kept). Left out of the stored JSON when absent, so a
+    conversation's other messages are stored as they were."""
 
     @property
     def text(self) -> str:
@@ -83,16 +111,3 @@ class Message(FrozenModel):
     @classmethod
     def tool_result(cls, call_id: str, text: str) -> Message:
         return cls(role="tool", parts=(TextPart(text=text),), tool_call_id=call_id)
-
-
-class Usage(FrozenModel):
-    """Tokens a model call (or a run so far) used."""
-
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-        )

@@ -103,6 +103,16 @@ def test_a_run_waiting_on_approval_is_approved_in_the_browser_and_followed(
             # the ledger's charges, one a model call, drawn over the iterations
             expect(page.locator("section.cost")).to_contain_text("spent by iteration")
             assert page.locator("#cost-chart polyline").count() == 1
+            # each model call with its own tokens, price and time, linked to its message
+            calls = page.locator("#model-calls tbody tr")
+            expect(calls).to_have_count(page.locator("ol.transcript li.role-assistant").count())
+            first = calls.first.locator("td")
+            assert int(first.nth(2).inner_text()) > 0
+            assert int(first.nth(3).inner_text()) > 0
+            expect(first.nth(5)).to_contain_text(" ms")
+            expect(
+                page.locator("ol.transcript li.role-assistant .model-call").first
+            ).to_contain_text(" in, ")
         finally:
             browser.close()
     assert "completed" in resumed.stdout, resumed.stdout

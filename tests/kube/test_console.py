@@ -157,6 +157,29 @@ def test_an_undecidable_call_is_resolved_in_the_browser_and_the_page_follows_liv
     assert count_effects(effects, "sms") == 1
     expect(page.locator("ol.transcript")).to_contain_text("send_sms")
     expect(page.locator("section.cost")).to_contain_text("spent by iteration 2")
+    expect(page.locator("#model-calls tbody tr")).to_have_count(2)  # one a model call
+    # A finished run has nothing to suspend: bob (edit) is offered delete and no suspend, and a
+    # suspend sent all the same is refused before it reaches the API server.
+    page = _signed_in(browser, console, people["bob"])
+    page.goto(f"/runs/{kube.namespace}/texted")
+    expect(page.locator("#delete")).to_have_count(1)
+    expect(page.locator("#suspend")).to_have_count(0)
+    page.evaluate(
+        """([namespace]) => {
+            const form = document.createElement("form");
+            form.method = "post";
+            form.action = `/runs/${namespace}/texted/suspend`;
+            const input = document.createElement("input");
+            input.type = "hidden"; input.name = "csrf";
+            input.value = document.querySelector("input[name=csrf]").value;
+            form.appendChild(input);
+            document.body.appendChild(form);
+            form.submit();
+        }""",
+        [kube.namespace],
+    )
+    expect(page.locator("#refused")).to_contain_text("nothing to suspend")
+    assert "suspend" not in get_run(kube, "texted")["spec"]
 
 
 def test_a_viewer_sees_no_approve_button_and_a_forged_approval_is_refused_by_the_api_server(

@@ -162,3 +162,25 @@ async def test_booking_cancelled_mid_booking_resumes_with_one_seat(
     assert (flight, passenger) == ("LH1172", "Ada Lovelace")
     assert requests == 2  # sent twice, booked once
     assert len(services.messages()) == 1
+
+
+async def test_each_reply_carries_its_own_model_call(stores: Backend) -> None:
+    """Every assistant message keeps the tokens, price and time of the model call that produced
+    it, and they add up to the run's totals; every other message is stored as it always was,
+    with no ``model_call`` in its JSON."""
+    result = await runner(stores, ScriptedProvider(SCRIPT)).run(
+        BOOKING, "book Ada", tenant="acme", run_id="r1"
+    )
+    replies = [m for m in result.messages if m.role == "assistant"]
+    calls = [m.model_call for m in replies if m.model_call is not None]
+    assert len(calls) == len(replies) == 4
+    assert [c.usage for c in calls] == [Usage.model_validate(s["usage"]) for s in SCRIPT[:4]]
+    assert sum(c.cost_micros for c in calls) == result.cost_micros == 6132
+    assert all(c.latency_ms >= 0 for c in calls)
+    others = [m for m in result.messages if m.role != "assistant"]
+    assert others
+    assert all(m.model_call is None for m in others)
+    assert all(b"model_call" not in m.__pydantic_serializer__.to_json(m) for m in others)
+    stored = await stores.checkpoints.latest("acme", "r1")
+    assert stored is not None
+    assert b'"latency_ms"' in stored

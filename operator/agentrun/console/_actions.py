@@ -24,6 +24,7 @@ from agentrun._decisions import append_operations
 from agentrun.console._apiserver import JSON_PATCH, Answer
 from agentrun.console._callers import Person
 from agentrun.console._run_page import read_run
+from agentrun.console._runs import row_of
 from agentrun.console._watch import collection
 from agentrun.console._web import (
     back_to,
@@ -72,6 +73,8 @@ def _resolution(obj: dict[str, Any], form: dict[str, str], person: Person) -> li
 
 def _suspension(suspend: bool) -> Any:
     def patch(obj: dict[str, Any], form: dict[str, str], person: Person) -> list[dict[str, Any]]:
+        if row_of(obj).ended:
+            raise Refusal("the run has finished: there is nothing to suspend or resume")
         has = "suspend" in (obj.get("spec") or {})
         return [{"op": "replace" if has else "add", "path": "/spec/suspend", "value": suspend}]
 

@@ -71,7 +71,7 @@ async def run_page(request: Request) -> Response:
         and await console.access.may(person, verb, namespace, name)
         for verb in ("patch", "approve", "resolve", "delete")
     }
-    may["suspend"] = may["patch"]
+    may["suspend"] = may["patch"] and not row.ended  # a finished run has nothing to hold
     spec = obj.get("spec") or {}
     said, refused = what_was_said(request)
     return render(

@@ -24,6 +24,7 @@ from agentrun._decisions import APPROVAL_PREFIX
 from agentrun._errors import AgentRunError
 from agentrun._idempotency import marker_key
 from agentrun._ledger import ChargeLister
+from agentrun._messages import ModelCall
 from agentrun._resume import plan_resume
 from agentrun.console._runs import parse_time
 from agentrun.operator._witness import RUN_STARTED_KEY
@@ -65,6 +66,20 @@ class Turn(FrozenModel):
     text: str
     calls: tuple[tuple[str, str, JsonValue], ...] = ()
     answers: str = ""
+    model_call: ModelCall | None = None
+
+
+class ModelCallRow(FrozenModel):
+    """One model call of the run: which message it answered with, its tokens, price and time."""
+
+    number: int
+    """The transcript's number of the assistant message the call produced (from 1)."""
+    call: ModelCall
+
+    @property
+    def page(self) -> int:
+        """The transcript's page the message is on."""
+        return (self.number - 1) // TRANSCRIPT_PAGE + 1
 
 
 class CostChart(FrozenModel):
@@ -117,6 +132,8 @@ class StoreView(FrozenModel):
     calls: tuple[ToolCallRow, ...] = ()
     turns: tuple[Turn, ...] = ()
     turn_count: int = 0
+    model_calls: tuple[ModelCallRow, ...] = ()
+    """Every model call the transcript kept (not only the page's): the run page's table."""
     cost: CostChart | None = None
     error: str = ""
 
@@ -170,6 +187,7 @@ def _turn(number: int, message: Any) -> Turn:
         text=message.text,
         calls=tuple((c.id, c.name, c.arguments) for c in message.tool_calls),
         answers=message.tool_call_id or "",
+        model_call=message.model_call,
     )
 
 
@@ -239,5 +257,10 @@ async def read_store(backend: Backend, tenant: str, run_id: str, page: int) -> S
             for i, m in enumerate(transcript[start : start + TRANSCRIPT_PAGE])
         ),
         turn_count=len(transcript),
+        model_calls=tuple(
+            ModelCallRow(number=number, call=m.model_call)
+            for number, m in enumerate(transcript, start=1)
+            if m.model_call is not None
+        ),
         cost=CostChart.of(charges),
     )

@@ -81,6 +81,7 @@ def environment(masker: Masker) -> Environment:
     )
     env.filters["age"] = age
     env.filters["micros"] = lambda micros: f"{int(micros) / 1_000_000:.6f}".rstrip("0").rstrip(".")
+    env.filters["milliseconds"] = lambda ms: f"{ms} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
     env.filters["q"] = lambda text: quote(str(text), safe="")
     # A plain string, not Jinja's Markup: so it is masked (finalize) and escaped like any other.
     env.filters["tojson"] = lambda value, indent=None: json.dumps(

@@ -11,6 +11,7 @@ carries out the calls its frontier left outstanding, as the resume plan decided 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from agentrun._commits import Charge
 from agentrun._continuation import ContinuationPolicy, continued
 from agentrun._frontier import Boundary, Checkpoint
 from agentrun._ledger import Ledger
-from agentrun._messages import Message, TextPart, ToolCall, Usage
+from agentrun._messages import Message, ModelCall, TextPart, ToolCall, Usage
 from agentrun._resume import ResumePlan
 from agentrun.runner._checkpoint_writer import CheckpointWriter, charge_alone
 from agentrun.runner._dispatch import Dispatcher, pending_call
@@ -91,6 +92,7 @@ class Turns:
             state.ensure_held()
             if self.gate is not None:
                 await self.gate.reserve()
+            asked = time.monotonic()
             try:
                 reply = await self._complete(state, tools)
             except Exception:
@@ -100,11 +102,14 @@ class Turns:
             calls = unique_call_ids(reply.tool_calls, state.call_ids, state.iteration)
             state.iteration += 1
             state.steps += 1
-            charge = await self._charge(state, reply.usage)
+            latency_ms = round((time.monotonic() - asked) * 1000)
+            cost = self.prices.cost(state.agent.model, reply.usage)
+            charge = await self._charge(state, reply.usage, cost)
             assistant = Message(
                 role="assistant",
                 parts=(TextPart(text=reply.text),) if reply.text else (),
                 tool_calls=calls,
+                model_call=ModelCall(usage=reply.usage, cost_micros=cost, latency_ms=latency_ms),
             )
             state.append(assistant)
             if not calls:
@@ -150,13 +155,13 @@ class Turns:
             and self.continuation.due(state.steps, history_bytes=state.history_bytes)
         )
 
-    async def _charge(self, state: RunState, usage: Usage) -> Charge | None:
-        """Charge the model call to the ledger now, or return the charge for the boundary that
-        follows to commit with its frontier (``Checkpointer.carries_charges``): one commit for
-        both. Until then the run's total is the ledger's last answer plus this charge, which is
-        what the ledger will answer: only this worker charges the run under its fence."""
+    async def _charge(self, state: RunState, usage: Usage, cost: int) -> Charge | None:
+        """Charge the model call (``cost`` micros) to the ledger now, or return the charge for
+        the boundary that follows to commit with its frontier (``Checkpointer.carries_charges``):
+        one commit for both. Until then the run's total is the ledger's last answer plus this
+        charge, which is what the ledger will answer: only this worker charges the run under its
+        fence."""
         state.usage = state.usage + usage
-        cost = self.prices.cost(state.agent.model, usage)
         if self.gate is not None:
             await self.gate.settle(usage, cost)
         if self.ledger is None:
