@@ -11,11 +11,13 @@ refused.
 from __future__ import annotations
 
 import getpass
+import re
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -46,8 +48,16 @@ def _agentrun(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
     )
 
 
+@dataclass(frozen=True)
+class LocalConsole:
+    url: str
+    opened: str
+    """The address it printed, with its token."""
+    log: Path
+
+
 @pytest.fixture
-def console(world: dict[str, str], tmp_path: Path) -> Iterator[str]:
+def console(world: dict[str, str], tmp_path: Path) -> Iterator[LocalConsole]:
     started = _agentrun(
         world, "run", "booking-approved", "--input", "Book Ada to Lisbon", "--tenant", TENANT,
         "--run-id", RUN,
@@ -69,7 +79,10 @@ def console(world: dict[str, str], tmp_path: Path) -> Iterator[str]:
             except (urllib.error.URLError, ConnectionError):
                 assert time.monotonic() < deadline, (tmp_path / "console.log").read_text()
                 time.sleep(0.2)
-        yield url
+        printed = (tmp_path / "console.log").read_text()
+        opened = re.search(r"open (http://127\.0\.0\.1:\d+/sign-in\?token=\S+)", printed)
+        assert opened, printed
+        yield LocalConsole(url, opened[1], tmp_path / "console.log")
     finally:
         process.terminate()
         process.wait(timeout=15)
@@ -77,12 +90,14 @@ def console(world: dict[str, str], tmp_path: Path) -> Iterator[str]:
 
 
 def test_a_run_waiting_on_approval_is_approved_in_the_browser_and_followed(
-    world: dict[str, str], console: str
+    world: dict[str, str], console: LocalConsole
 ) -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium_binary(), args=CHROMIUM_ARGS)
         try:
-            page = browser.new_context(base_url=console).new_page()
+            page = browser.new_context(base_url=console.url).new_page()
+            page.goto(console.opened)
+            expect(page).to_have_url(f"{console.url}/runs")
             page.goto("/runs")
             row = page.locator("tr", has_text=RUN)
             expect(row).to_contain_text("AwaitingApproval")
@@ -122,3 +137,43 @@ def test_a_local_console_listens_on_loopback_only(world: dict[str, str]) -> None
     refused = _agentrun(world, "console", "--host", "0.0.0.0", "--port", str(free_port()))
     assert refused.returncode == 2
     assert "loopback address only" in refused.stderr
+
+
+def test_only_the_printed_address_lets_a_browser_in(console: LocalConsole) -> None:
+    """Another user of the machine reaches the loopback port too: without the token the console
+    printed, every page sends them to a page that says where the token is, no run is shown,
+    and a form sent all the same answers nothing; a wrong token is told so."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_binary(), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(base_url=console.url).new_page()
+            for path in ("/runs", "/inbox", f"/runs/{TENANT}/{RUN}"):
+                page.goto(path)
+                expect(page.locator("h1")).to_have_text("Open the address the console printed")
+                expect(page.locator("main")).not_to_contain_text(RUN)
+            page.goto("/sign-in?token=guessed")
+            expect(page.locator("#sign-in-error")).to_contain_text("not this console's token")
+            answer = page.request.post(
+                f"/runs/{TENANT}/{RUN}/decide",
+                form={"csrf": "x", "request": "anything", "decision": "approve"},
+                headers={"Origin": console.url},
+                max_redirects=0,
+            )
+            assert answer.status in (303, 403), answer.status
+            assert "/sign-in" in answer.headers.get("location", "/sign-in")
+        finally:
+            browser.close()
+
+
+def test_what_the_console_logs_is_masked(world: dict[str, str]) -> None:
+    """A store's error quotes its URL: a key that looks like one in it is masked in the log
+    line, the traceback included, as everywhere else the kit writes."""
+    key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789"
+    failed = _agentrun(
+        world, "--store", f"sqlite:////nonexistent/{key}/state.db", "console", "--port",
+        str(free_port()),
+    )  # fmt: skip
+    assert failed.returncode != 0
+    assert "there is no SQLite store" in failed.stderr, failed.stderr
+    assert "[REDACTED]" in failed.stderr
+    assert key not in failed.stdout + failed.stderr

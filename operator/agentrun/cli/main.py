@@ -301,7 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve the run console over the runs of --store, without Kubernetes: the "
         "runs, the inbox of what waits on a person, each run's tool calls and transcript, and "
         "approve, deny and resolve as you (your login name). It listens on a loopback address "
-        "only, and signs nobody in: whoever reaches it acts as you. Needs agentrun[console].",
+        "only and prints the address to open, which carries a token made at each start (or "
+        "AGENTRUN_CONSOLE_TOKEN): only a browser that opened it acts as you, not another user "
+        "of the machine. Needs agentrun[console].",
     )
     console.add_argument("--host", default="127.0.0.1", help="loopback address (%(default)s)")
     console.add_argument("--port", type=int, default=8080, help="port (default %(default)s)")

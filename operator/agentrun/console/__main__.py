@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+import secrets
 import sys
 from collections.abc import Sequence
 
 import uvicorn
 from pydantic import ValidationError
 
+from agentrun._redaction import Masker, MaskingFilter
 from agentrun.console import AuthMode, ConsoleSettings, create_app
 
 
@@ -71,6 +73,10 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -104,11 +110,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+        if not settings.local_token:
+            settings = settings.model_copy(update={"local_token": secrets.token_urlsafe(32)})
+        print(
+            f"agentrun console: open http://{_url_host(settings.host)}:{settings.port}"
+            f"/sign-in?token={settings.local_token}",
+            flush=True,
+        )
+    # Every line the console logs (uvicorn's too: log_config=None hands its loggers to the
+    # root's handler) goes through the kit's one masking path: a store's error can quote a URL
+    # with its password, a page's failure a run's text.
+    masking = MaskingFilter(Masker.build())
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(masking)
     uvicorn.run(
         create_app(settings),
         host=settings.host,
         port=settings.port,
         log_level="warning",
+        log_config=None,
         proxy_headers=False,
         timeout_graceful_shutdown=5,
     )

@@ -35,7 +35,7 @@ from agentrun.console._pages import inbox_page, runs_page
 from agentrun.console._run_page import run_page
 from agentrun.console._sessions import Sealer
 from agentrun.console._settings import AuthMode, ConsoleSettings
-from agentrun.console._signin import sign_in, sign_in_form, sign_out
+from agentrun.console._signin import local_sign_in, sign_in, sign_in_form, sign_out
 from agentrun.console._stream import events
 from agentrun.console._watch import keep_watching
 from agentrun.console._web import HERE, Console, environment
@@ -197,6 +197,7 @@ def create_app(settings: ConsoleSettings, api: ApiServer | None = None) -> Starl
     if local:
         routes = [
             *common,
+            Route("/sign-in", local_sign_in, methods=["GET"]),
             Route("/runs/{namespace}/{name}", local_run_page),
             Route("/runs/{namespace}/{name}/{action}", local_act, methods=["POST"]),
         ]

@@ -39,6 +39,7 @@ from agentrun.console._web import (
     nothing_here,
     person_of,
     render,
+    sign_in_first,
     what_was_said,
 )
 
@@ -153,6 +154,8 @@ class StoreListing:
 async def local_run_page(request: Request) -> Response:
     console = console_of(request)
     assert console.backend is not None
+    if person_of(request) is None:
+        return sign_in_first(request)
     tenant, run_id = request.path_params["namespace"], request.path_params["name"]
     row = await _row(console.backend, tenant, run_id)
     if row is None:
@@ -184,7 +187,8 @@ async def local_act(request: Request) -> Response:
     console = console_of(request)
     person = person_of(request)
     assert console.backend is not None
-    assert person is not None
+    if person is None:
+        return sign_in_first(request)
     tenant, run_id = request.path_params["namespace"], request.path_params["name"]
     action = request.path_params["action"]
     form = {k: str(v) for k, v in (await request.form()).items()}

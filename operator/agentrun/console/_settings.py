@@ -14,8 +14,9 @@ class AuthMode(StrEnum):
     TOKEN = "token"
     PROXY = "proxy"
     LOCAL = "local"
-    """No Kubernetes: the runs of a store (``agentrun console``), for whoever reaches the
-    console's loopback address, as the operating system's user."""
+    """No Kubernetes: the runs of a store (``agentrun console``), as the operating system's
+    user, for whoever opens the address it printed (its ``local_token``): not for every local
+    user who can reach its loopback port."""
 
 
 class ConsoleSettings(FrozenModel):
@@ -33,6 +34,9 @@ class ConsoleSettings(FrozenModel):
     session_key: str | None = Field(default=None, repr=False)
     """Seals sign-in cookies; a console without one makes its own, and a restart signs
     everyone out."""
+    local_token: str | None = Field(default=None, repr=False)
+    """A local console's sign-in token (``AGENTRUN_CONSOLE_TOKEN``), which the address it
+    prints carries; made afresh at each start when not given."""
     secure_cookies: bool = False
     """Mark cookies Secure (served over HTTPS, as behind an Ingress with TLS)."""
     user_header: str = "X-Forwarded-User"
@@ -47,6 +51,7 @@ class ConsoleSettings(FrozenModel):
             ("AGENTRUN_CONSOLE_SESSION_KEY", "session_key"),
             ("AGENTRUN_STORE_URL", "store"),
             ("AGENTRUN_CONSOLE_NAMESPACE", "namespace"),
+            ("AGENTRUN_CONSOLE_TOKEN", "local_token"),
         ):
             value = os.environ.get(variable)
             if value:

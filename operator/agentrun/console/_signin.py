@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
@@ -10,7 +11,7 @@ from starlette.responses import RedirectResponse, Response
 from agentrun.console._callers import BearerToken
 from agentrun.console._sessions import COOKIE, LIFETIME
 from agentrun.console._settings import AuthMode
-from agentrun.console._web import console_of, render
+from agentrun.console._web import LOCAL_USER, console_of, render
 
 
 def _local(target: str) -> str:
@@ -59,6 +60,29 @@ async def sign_in(request: Request) -> Response:
         httponly=True,
         samesite="strict",
         secure=console.settings.secure_cookies,
+        path="/",
+    )
+    return response
+
+
+async def local_sign_in(request: Request) -> Response:
+    """A local console's door: the address it printed at start (``/sign-in?token=...``) opens
+    a session in this browser; without the token, or with another, it says where to find it.
+    So another user of the same machine, who can reach the loopback port too, cannot act as
+    the one who started it."""
+    console = console_of(request)
+    given = request.query_params.get("token", "")
+    expected = console.settings.local_token or ""
+    if not given or not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+        error = "That is not this console's token." if given else ""
+        return render(request, "signin_local.html", status=401, error=error)
+    response = RedirectResponse(_local(request.query_params.get("next", "/runs")), 303)
+    response.set_cookie(
+        COOKIE,
+        console.sealer.seal(LOCAL_USER, (), ""),
+        max_age=LIFETIME,
+        httponly=True,
+        samesite="strict",
         path="/",
     )
     return response

@@ -117,6 +117,9 @@ def person_of(request: Request) -> Person | None:
     console = console_of(request)
     settings = console.settings
     if settings.auth is AuthMode.LOCAL:
+        session = console.sealer.open(request.cookies.get(COOKIE))
+        if session is None or session.user != LOCAL_USER:
+            return None
         return Person(LOCAL_USER, (), LocalUser(LOCAL_USER))
     if settings.auth is AuthMode.PROXY:
         user = request.headers.get(settings.user_header, "").strip()
@@ -137,7 +140,7 @@ def person_of(request: Request) -> Person | None:
 
 def csrf_token(request: Request) -> str:
     console = console_of(request)
-    if console.settings.auth is not AuthMode.TOKEN:
+    if console.settings.auth is AuthMode.PROXY:
         person = person_of(request)
         return console.sealer.csrf(f"{console.settings.auth}:" + (person.user if person else ""))
     session = console.sealer.open(request.cookies.get(COOKIE))
