@@ -33,7 +33,7 @@ from agentrun._frontier import Checkpoint, PendingApproval
 from agentrun._history import HistoryStore, load_transcript
 from agentrun._idempotency import ClaimState, IdempotencyStore
 from agentrun._leases import default_holder
-from agentrun._resume import plan_resume, tracking_key
+from agentrun._resume import ResumePlan, plan_resume, tracking_key
 
 APPROVAL_PREFIX = "approval:v1:"
 
@@ -79,10 +79,12 @@ async def decision_for(
     return ApprovalDecision.model_validate_json(record.outcome)
 
 
-async def _unnamed(
-    idempotency: IdempotencyStore, checkpoint: Checkpoint, history: HistoryStore | None
-) -> dict[str, str]:
-    """Call id -> tracking key of every call of the run that no frontier names."""
+async def plan_for(
+    idempotency: IdempotencyStore, checkpoint: Checkpoint, history: HistoryStore | None = None
+) -> ResumePlan:
+    """What a resume from ``checkpoint`` would do with each call (``plan_resume``), reading the
+    transcript from ``history`` when it is out of line: its ``indeterminate`` and ``unaccounted``
+    calls are the undecidable ones, which only an answer lets the run carry on past."""
     transcript = None
     if checkpoint.history_handle is not None:
         if history is None:
@@ -93,7 +95,14 @@ async def _unnamed(
         transcript = await load_transcript(
             history, checkpoint.tenant, checkpoint.run_id, checkpoint.history_handle
         )
-    plan = await plan_resume(checkpoint, idempotency, transcript)
+    return await plan_resume(checkpoint, idempotency, transcript)
+
+
+async def _unnamed(
+    idempotency: IdempotencyStore, checkpoint: Checkpoint, history: HistoryStore | None
+) -> dict[str, str]:
+    """Call id -> tracking key of every call of the run that no frontier names."""
+    plan = await plan_for(idempotency, checkpoint, history)
     return {record.call_id or record.key: record.key for record in plan.unaccounted}
 
 

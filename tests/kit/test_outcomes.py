@@ -27,7 +27,7 @@ from agentrun._outcomes import CONDITION_TYPES, SUCCEEDED, Exit, Outcome
 from agentrun.operator._resource import Condition
 from agentrun.runner._providers.base import ProviderError
 from agentrun.runner._results import RunResult, RunStatus
-from agentrun.runner._tools import ToolArgumentsError, ToolError
+from agentrun.runner._tools import StillInFlightError, ToolArgumentsError, ToolError
 
 STABLE_REASONS = {
     Outcome.COMPLETED: ("True", "Completed"),
@@ -54,7 +54,7 @@ STABLE_REASONS = {
     Outcome.OPERATOR_FAULT: ("Unknown", "OperatorFault"),
     Outcome.DECISIONS_UNAUTHENTICATED: ("Unknown", "DecisionsUnauthenticated"),
 }
-NEVER_END_A_RUN = {ToolError, ToolArgumentsError}
+NEVER_END_A_RUN = {ToolError, ToolArgumentsError, StillInFlightError}
 """A tool's own answers, told to the model; they take the base's outcome, which is never used."""
 PER_INSTANCE = {ProviderError}
 """Errors whose outcome depends on what happened (a provider busy, or refusing)."""

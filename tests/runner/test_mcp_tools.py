@@ -36,7 +36,7 @@ from tests.runner.helpers import KeptSecrets, agent, runner, script, tool_result
 from tests.support.gateway import gateway
 from tests.support.ports import free_port
 
-ALL_TOOLS = ["book_flight", "charge_card", "search_flights", "send_sms"]
+ALL_TOOLS = ["book_flight", "charge_card", "find_booking", "search_flights", "send_sms"]
 
 
 @pytest.fixture
@@ -117,6 +117,7 @@ async def test_the_servers_tools_get_the_dispositions_their_annotations_claim(
     tools = {tool.name: tool for tool in await server.discover()}
     assert {name: tool.disposition for name, tool in tools.items()} == {
         "search_flights": Disposition.READ_ONLY,
+        "find_booking": Disposition.READ_ONLY,
         "book_flight": Disposition.IDEMPOTENT,
         "charge_card": Disposition.SIDE_EFFECTING,
         "send_sms": Disposition.SIDE_EFFECTING,  # declares nothing: never safe
@@ -125,6 +126,7 @@ async def test_the_servers_tools_get_the_dispositions_their_annotations_claim(
     assert not tools["send_sms"].safe_to_repeat
     assert {found.name: found.destructive for found in server.discovered} == {
         "search_flights": False,
+        "find_booking": False,
         "book_flight": False,
         "charge_card": True,
         "send_sms": True,

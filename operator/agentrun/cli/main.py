@@ -1,4 +1,4 @@
-"""``agentrun``: start, inspect, carry on, approve and resolve runs from a terminal.
+"""``agentrun``: start, inspect, carry on, approve, resolve and settle runs from a terminal.
 
 The store comes from ``--store`` or ``AGENTRUN_STORE`` (default: an SQLite file under
 ``./.agentrun``). Every command that could touch a run another worker holds goes through the
@@ -30,6 +30,7 @@ from agentrun.cli._render import lease_line, plan_json, plan_lines, result_line
 from agentrun.runner._loop import AgentRunner
 from agentrun.runner._registry import RegisteredAgent, load_agent, registered_agents
 from agentrun.runner._results import RunResult
+from agentrun.runner._run_settler import Settled, SettledCall, settle_run
 from agentrun.runner._tracing import export_if_configured
 
 DEFAULT_STORE = "sqlite:///./.agentrun/state.db"
@@ -175,6 +176,51 @@ async def _resolve(args: argparse.Namespace, backend: Backend) -> Exit:
     return Exit.CARRIED_ON
 
 
+_SETTLED_SAYS = {
+    Settled.RAN: "settled: it ran; its result is recorded",
+    Settled.DID_NOT_RUN: "settled: it did not run; the next resume makes it",
+    Settled.LEFT_TO_A_PERSON: "left to a person",
+    Settled.NO_SETTLEMENT: "left to a person: no way to settle it is declared",
+    Settled.ANSWERED_MEANWHILE: "answered by somebody else meanwhile; nothing written",
+}
+
+
+def _settled_line(call: SettledCall) -> str:
+    return f"call {call.call_id} ({call.tool or 'unknown tool'}): {_SETTLED_SAYS[call.settled]}" + (
+        f" ({call.evidence})" if call.evidence else ""
+    )
+
+
+async def _settle(args: argparse.Namespace, backend: Backend) -> Exit:
+    checkpoint = await _frontier(backend, args.tenant, args.run_id)
+    registered = load_agent(checkpoint.agent_name)
+    calls = await settle_run(
+        backend,
+        registered.definition,
+        args.tenant,
+        args.run_id,
+        by=args.by,
+        secrets=registered.secrets,
+    )
+    unsettled = [call for call in calls if call.settled in _UNSETTLED]
+    if args.json:
+        listed = [call.model_dump(mode="json") for call in calls]
+        _say(json.dumps({"run_id": args.run_id, "tenant": args.tenant, "calls": listed}, indent=2))
+    else:
+        for call in calls:
+            _say(_settled_line(call))
+        if not calls:
+            _say(f"run {args.run_id} has no undecidable call")
+        elif not unsettled:
+            _say(f"carry it on with `agentrun run --resume {args.run_id} --tenant {args.tenant}`")
+        else:
+            _say(f"answer the rest with `agentrun resolve {args.run_id} --tenant {args.tenant}`")
+    return Exit.MUST_NOT_CARRY_ON if unsettled else Exit.CARRIED_ON
+
+
+_UNSETTLED = (Settled.LEFT_TO_A_PERSON, Settled.NO_SETTLEMENT)
+
+
 def _schema(args: argparse.Namespace) -> Exit:
     if args.dialect == "postgres":
         from agentrun.stores._postgres import EXPECTED_CHECKPOINT_SCHEMA
@@ -213,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentrun",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Crash-safe agent runs: start, inspect, carry on, approve, resolve.",
+        description="Crash-safe agent runs: start, inspect, carry on, approve, resolve, settle.",
         epilog=EXIT_HELP + "\n\nstore URLs: sqlite:///path/state.db, redis://host:port/0, "
         "postgresql://user@host:port/db",
     )
@@ -290,6 +336,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--by", help="who answers (default: your login name; with --kube, who kubectl is)"
     )
 
+    settle = with_run("settle", "ask the services what became of a run's undecidable calls")
+    settle.formatter_class = argparse.RawDescriptionHelpFormatter
+    settle.description = textwrap.fill(
+        "For each call of RUN_ID left in flight by a worker that died, whose tool declares a "
+        "way to settle it (replay with the same idempotency key, or a read-only probe: "
+        "docs/settling.md), ask the service now and record what it says as an answer by --by. "
+        "Calls it cannot settle are left to a person (agentrun resolve), each with what was "
+        "asked and answered. It takes the run's lease, and ignores the tools' delaySeconds: "
+        "you asked for it now. The agent is the registered one the run's checkpoint names.",
+        width=95,
+    )
+    settle.epilog = (
+        EXIT_HELP + "\n\nsettle exits 0 when every undecidable call is settled (or there is none: "
+        "carry the run on),\nand 4 when some are left to a person"
+    )
+    settle.add_argument(
+        "--by", help="who the answers are recorded as given by (default: agentrun settle (LOGIN))"
+    )
+    settle.add_argument("--json", action="store_true", help="machine-readable output")
+
     schema = commands.add_parser(
         "schema", help="print the published DDL (never applied by the kit to PostgreSQL)"
     )
@@ -316,6 +382,7 @@ COMMANDS: dict[str, Command] = {
     "run": _run,
     "approve": _approve,
     "resolve": _resolve,
+    "settle": _settle,
 }
 
 
@@ -364,6 +431,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.command in ("approve", "resolve") and not args.kube and args.by is None:
         args.by = getpass.getuser()
+    if args.command == "settle" and args.by is None:
+        args.by = f"agentrun settle ({getpass.getuser()})"
     try:
         export_if_configured()
         if args.command == "schema":

@@ -58,13 +58,24 @@ from mcp.types import (
     TextContent,
 )
 from mcp.types import Tool as McpTool
+from pydantic import JsonValue
 
 from agentrun._errors import AgentRunError, ConfigurationError
 from agentrun._outcomes import Outcome
 from agentrun.runner._connections import Connections
 from agentrun.runner._egress import refusal_in
+from agentrun.runner._http_tool import http_probe
 from agentrun.runner._json_arguments import JsonSchemaArguments
 from agentrun.runner._secrets import MaybeSecret, Revealed, SecretResolver, SecretUnavailableError
+from agentrun.runner._settlement import (
+    Answer,
+    MissingPlaceholderError,
+    Probe,
+    Replay,
+    SettleSpec,
+    Unknown,
+    fill,
+)
 from agentrun.runner._spec import McpServerSpec, ToolOverride
 from agentrun.runner._tools import Disposition, Tool, ToolError, ToolTransportError
 
@@ -300,11 +311,13 @@ class McpServer:
                 f"(it lists: {', '.join(sorted(by_name)) or 'nothing'}); fix allowedTools or "
                 "the tools overrides"
             )
-        tools = [self._tool(by_name[name], self.spec.tools.get(name)) for name in wanted]
+        tools = [self._tool(by_name[name], self.spec.tools.get(name), by_name) for name in wanted]
         self.discovered = tuple(found for _, found in tools)
         return tuple(tool for tool, _ in tools)
 
-    def _tool(self, listed: McpTool, override: ToolOverride | None) -> tuple[Tool, DiscoveredTool]:
+    def _tool(
+        self, listed: McpTool, override: ToolOverride | None, by_name: Mapping[str, McpTool]
+    ) -> tuple[Tool, DiscoveredTool]:
         claimed, destructive = disposition_of(listed)
         chosen = override.disposition if override and override.disposition else claimed
         fixed = override.arguments if override else {}
@@ -315,6 +328,10 @@ class McpServer:
         async def call(arguments: dict[str, Any], idempotency_key: str | None) -> str:
             return await self.call(name, arguments, key=idempotency_key, fixed=fixed)
 
+        settle = None
+        if override is not None and override.settle is not None:
+            settle = self._settlement(listed, override.settle, by_name)
+
         tool = Tool(
             name=name,
             fn=call,
@@ -324,6 +341,7 @@ class McpServer:
             idempotent=chosen is Disposition.IDEMPOTENT,
             requires_approval=approval,
             version=f"mcp:{self.spec.name}",
+            settle=settle,
             declared=JsonSchemaArguments(name, listed.input_schema, fixed=fixed),
         )
         found = DiscoveredTool(
@@ -336,6 +354,51 @@ class McpServer:
             requires_approval=approval,
         )
         return tool, found
+
+    def _settlement(
+        self, listed: McpTool, settle: SettleSpec, by_name: Mapping[str, McpTool]
+    ) -> Replay | Probe:
+        """What ``settle`` (a tool override's) declares, checked against the listing: the
+        probe's placeholders name arguments the tool takes, and an MCP probe is a tool the
+        server lists as read-only (a probe must not act)."""
+        where = f"MCP server {self.spec.name!r}, tool {listed.name!r}"
+        given = listed.input_schema.get("properties")
+        try:
+            settle.check_arguments(given if isinstance(given, dict) else ())
+        except ValueError as error:
+            raise ConfigurationError(f"{where}: {error}") from error
+        sends = f"tools/call {listed.name} to MCP server {self.spec.name!r} with the same key"
+        probe = settle.probe
+        if probe is None:
+            return settle.settlement(None, sends=sends)
+        if probe.http is not None:
+            client = self.connections.client(timeout=self.spec.timeout_seconds)
+            return settle.settlement(http_probe(probe, client=client, secrets=self.secrets))
+        asks = probe.mcp
+        assert asks is not None
+        lookup = by_name.get(asks.tool)
+        override = self.spec.tools.get(asks.tool)
+        said = override.disposition if override and override.disposition else None
+        if lookup is None or (said or disposition_of(lookup)[0]) is not Disposition.READ_ONLY:
+            raise ConfigurationError(
+                f"{where}: settle.probe.mcp.tool {asks.tool!r} is not a tool the server lists as "
+                "read-only (readOnlyHint, or a read_only disposition in tools); a probe must not "
+                "act: name a read-only lookup tool of the same server"
+            )
+
+        async def ask(arguments: Mapping[str, JsonValue], key: str | None) -> Answer:
+            try:
+                sent = {name: fill(text, arguments, key) for name, text in asks.arguments.items()}
+            except MissingPlaceholderError as error:
+                return Unknown(str(error))
+            asked = f"probed {asks.tool} on MCP server {self.spec.name!r} with {sent}"
+            try:
+                answer = await self.call(asks.tool, dict(sent), key=None)
+            except (ToolError, ToolTransportError) as error:
+                return Unknown(f"{asked}: {error}")
+            return probe.judge(asked, None, answer)
+
+        return settle.settlement(ask)
 
     async def call(
         self,

@@ -12,31 +12,23 @@ refused with the field's path and what would fit.
 from __future__ import annotations
 
 import json
-import string
 from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
 from agentrun._base import SpecModel
 from agentrun.runner._pricing import ModelPrice
+from agentrun.runner._request_fields import URL, Headers, placeholders
 from agentrun.runner._secrets import MaybeSecret, SecretReference
+from agentrun.runner._settlement import SettleSpec
 from agentrun.runner._tools import Disposition
 
 # The bounds the Agent CRD (crds/agents.agentrun.dev.yaml) states, so that an agent declared in a
 # file is held to what a declared resource is, and the operator refuses, naming the field, what
 # an older CRD let through.
-URL = Annotated[str, Field(max_length=2048, pattern=r"^https?://[!-~]+$")]
-"""An http or https URL written in printable ASCII (RFC 3986; an international host name in its
-punycode form): a space, a control character or a bidirectional override is refused, not sent."""
 ToolName = Annotated[str, Field(min_length=1, max_length=128)]
 KeyArguments = Annotated[tuple[Annotated[str, Field(max_length=128)], ...], Field(max_length=32)]
-HeaderName = Annotated[str, Field(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")]
-"""An HTTP field name (RFC 9110's token): anything else no client can send."""
-HeaderValue = Annotated[str, Field(max_length=8192, pattern=r"^[\t\x20-\x7e]*$")]
-"""Printable ASCII, spaces and tabs: a line break or a NUL would end or split the header, and
-the HTTP client sends nothing else (a value from a Secret is read at each request, not here)."""
 ArgumentValue = Annotated[str, Field(max_length=8192)]
-Headers = Annotated[dict[HeaderName, HeaderValue | SecretReference], Field(max_length=64)]
 Arguments = Annotated[dict[str, ArgumentValue | SecretReference], Field(max_length=64)]
 PARAMETERS_DEPTH = 32
 """How deep an HTTP tool's JSON schema may nest: far beyond any real schema, and shallow enough
@@ -78,6 +70,15 @@ class ToolOverride(SpecModel):
     arguments: Arguments = Field(default_factory=dict)
     """Arguments the tool is always called with, hidden from the model (a secret among them is
     read at each call)."""
+    settle: SettleSpec | None = None
+    """How a machine may settle a call a crash left undecided (its probe's placeholders are
+    checked against the tool's arguments once the server lists it)."""
+
+    @model_validator(mode="after")
+    def _settles_as_it_can(self) -> ToolOverride:
+        if self.settle is not None:
+            self.settle.check(kind="mcp", keyed=bool(self.key_arguments), fixed=self.arguments)
+        return self
 
 
 class McpServerSpec(SpecModel):
@@ -108,10 +109,6 @@ class McpServerSpec(SpecModel):
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 QUERY_METHODS = ("GET", "DELETE")
 """Methods whose arguments travel in the query string; every other sends them as a JSON body."""
-
-
-def placeholders(template: str) -> list[str]:
-    return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
 
 
 def nesting(value: JsonValue) -> int:
@@ -152,6 +149,8 @@ class HttpToolSpec(SpecModel):
     arguments: Arguments = Field(default_factory=dict)
     """Arguments the tool is always called with, hidden from the model."""
     timeout_seconds: float = Field(default=30.0, gt=0)
+    settle: SettleSpec | None = None
+    """How a machine may settle a call a crash left undecided."""
 
     @field_validator("parameters")
     @classmethod
@@ -178,6 +177,14 @@ class HttpToolSpec(SpecModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _settles_as_it_can(self) -> HttpToolSpec:
+        if self.settle is not None:
+            self.settle.check(kind="http", keyed=bool(self.key_arguments), fixed=self.arguments)
+            given = self.parameters.get("properties")
+            self.settle.check_arguments(given if isinstance(given, dict) else ())
+        return self
+
 
 class ToolsSpec(SpecModel):
     mcp: Annotated[tuple[McpServerSpec, ...], Field(max_length=32)] = ()
@@ -193,6 +200,11 @@ class ToolsSpec(SpecModel):
         return servers
 
 
+def _probe_headers(settle: SettleSpec | None) -> tuple[MaybeSecret, ...]:
+    probe = settle.probe if settle is not None else None
+    return () if probe is None or probe.http is None else tuple(probe.http.headers.values())
+
+
 class AgentSpec(SpecModel):
     model: ModelSpec
     instructions: str = Field(max_length=65536)
@@ -201,12 +213,14 @@ class AgentSpec(SpecModel):
 
     def secret_references(self) -> tuple[SecretReference, ...]:
         """Every secret the agent's requests read: the model's key, MCP servers' headers and
-        fixed arguments, HTTP tools' headers and fixed arguments."""
+        fixed arguments, HTTP tools' headers and fixed arguments, and the headers of every
+        settlement's HTTP probe."""
         written: list[MaybeSecret] = [] if self.model.api_key is None else [self.model.api_key]
         for server in self.tools.mcp:
             written.extend(server.headers.values())
             for override in server.tools.values():
-                written.extend(override.arguments.values())
+                written.extend((*override.arguments.values(), *_probe_headers(override.settle)))
         for tool in self.tools.http:
             written.extend((*tool.headers.values(), *tool.arguments.values()))
+            written.extend(_probe_headers(tool.settle))
         return tuple(value for value in written if isinstance(value, SecretReference))

@@ -1,7 +1,8 @@
 """Tools: async Python functions with a schema taken from their signature, or declared apart
 from it (``Tool.declared``: the JSON schema an MCP server lists or an HTTP tool's spec gives).
 
-A tool says three things the kit needs to keep a run from repeating a side effect:
+A tool says what the kit needs to keep a run from repeating a side effect, and to settle a call
+a crash left undecided:
 
 * ``key_arguments`` — which arguments identify the effect (a booking is the same booking when the
   flight and passenger are the same). The call's idempotency key is derived from them, and a
@@ -10,6 +11,8 @@ A tool says three things the kit needs to keep a run from repeating a side effec
 * ``read_only`` / ``idempotent`` — the MCP hints. Either makes the call safe to repeat: it is
   dispatched again on resume instead of being refused as indeterminate.
 * ``requires_approval`` — the run checkpoints ``before_approval`` and stops until a person decides.
+* ``settle`` — how a machine may find out what became of a call a crash left undecided
+  (``Replay`` or ``Probe``, ``agentrun.runner._settlement``), instead of a person.
 
 A tool that raises ``ToolError`` answered (the answer is recorded and shown to the model). Any
 other exception (``ToolTransportError`` from a remote tool) means nobody knows whether the effect
@@ -31,6 +34,7 @@ from pydantic import ConfigDict, JsonValue, ValidationError, create_model
 
 from agentrun._errors import AgentRunError, ConfigurationError
 from agentrun._outcomes import Outcome
+from agentrun.runner._settlement import Probe, Replay
 
 ToolFunction = Callable[..., Awaitable[Any]]
 KEY_PARAMETER = "idempotency_key"
@@ -50,6 +54,16 @@ class Disposition(StrEnum):
 
 class ToolError(AgentRunError):
     """A tool's deliberate refusal: it did not act, and says why (told to the model)."""
+
+
+class StillInFlightError(ToolError):
+    """The service is still working on an earlier request with this idempotency key (HTTP 409):
+    told to the model like any refusal; a replay that meets it waits ``retry_after`` seconds
+    (None: the service did not say) and asks again."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ToolTransportError(AgentRunError):
@@ -150,6 +164,8 @@ class Tool:
     idempotent: bool = False
     requires_approval: bool = False
     version: str = "1"
+    settle: Replay | Probe | None = None
+    """How a machine may settle a call a crash left undecided; None: only a person can."""
     declared: Arguments | None = field(default=None, repr=False, compare=False)
     """Arguments declared apart from ``fn`` (a JSON schema); None: read from its signature."""
     arguments: Arguments = field(init=False, repr=False, compare=False)
@@ -165,7 +181,21 @@ class Tool:
                 f"arguments ({', '.join(sorted(arguments.names)) or 'none'}); name arguments it "
                 "takes"
             )
+        if isinstance(self.settle, Replay):
+            wants_key = not isinstance(arguments, SignatureArguments) or arguments.wants_key
+            if not self.key_arguments or not wants_key:
+                raise ConfigurationError(
+                    f"tool {self.name!r}: settle=Replay() sends the call again with the same "
+                    "idempotency key, so the tool needs key_arguments and its function an "
+                    "idempotency_key parameter (to pass on to the service); add them, or settle "
+                    "with a Probe"
+                )
         object.__setattr__(self, "arguments", arguments)
+
+    @property
+    def settlement(self) -> Replay | Probe | None:
+        """How a call may be settled (its ``delay_seconds`` and ``attempts`` among it)."""
+        return self.settle
 
     @property
     def safe_to_repeat(self) -> bool:
@@ -196,6 +226,8 @@ class Tool:
             "idempotent": self.idempotent,
             "requires_approval": self.requires_approval,
             "version": self.version,
+            # only when declared, so the revisions of agents without one stay as they were
+            **({} if self.settle is None else {"settle": self.settle.definition()}),
         }
 
     def validate(self, arguments: Mapping[str, JsonValue]) -> dict[str, Any]:
@@ -216,8 +248,10 @@ def tool(
     requires_approval: bool = False,
     name: str | None = None,
     version: str = "1",
+    settle: Replay | Probe | None = None,
 ) -> Callable[[ToolFunction], Tool]:
-    """Declare an async function as a tool; its docstring is the description."""
+    """Declare an async function as a tool; its docstring is the description. ``settle``: how a
+    machine may settle a call a crash left undecided (``Replay()`` or ``Probe(fn)``)."""
 
     def wrap(fn: ToolFunction) -> Tool:
         return Tool(
@@ -229,6 +263,7 @@ def tool(
             idempotent=idempotent,
             requires_approval=requires_approval,
             version=version,
+            settle=settle,
         )
 
     return wrap

@@ -13,7 +13,8 @@ compared as JSON, so a store may keep them as ``jsonb``.
 Beside the suites, for tests and demos, imported from their own modules (they need the runner,
 and the servers the ``agents`` extra and aiohttp): ``model_server`` (a fake model endpoint on
 loopback speaking OpenAI's and Anthropic's wire formats), ``mcp_server`` (a real MCP server with
-booking tools) and ``worker`` (``start_or_resume``: what a worker process a crash test kills and
+booking tools), ``settle_services`` (a payment API that honours idempotency keys, for settling
+undecidable calls) and ``worker`` (``start_or_resume``: what a worker process a crash test kills and
 starts again runs, and how it reports the run's ending).
 """
 

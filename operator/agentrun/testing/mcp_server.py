@@ -1,12 +1,15 @@
 """A real MCP server (the ``mcp`` SDK's ``MCPServer`` over streamable HTTP) on loopback.
 
-Four booking tools, one of each kind a resume must tell apart, declared with MCP's annotations:
+Four booking tools, one of each kind a resume must tell apart, declared with MCP's annotations,
+and a read-only lookup a settler probes with:
 
 * ``search_flights`` — ``readOnlyHint``: made again after a crash;
 * ``book_flight`` — ``idempotentHint`` (not destructive): it deduplicates bookings on the
   idempotency key the call carries in ``_meta``, so it is made again too;
 * ``charge_card`` — ``destructiveHint``: a crash in its call is indeterminate;
-* ``send_sms`` — declares nothing, which must be read as side-effecting.
+* ``send_sms`` — declares nothing, which must be read as side-effecting;
+* ``find_booking`` — ``readOnlyHint``: the booking made with an idempotency key, looked up by
+  that key (``{"state": "booked", "seat": ...}`` or ``{"state": "not_found"}``).
 
 The server keeps its own books (``calls``, ``bookings``, ``charges``, ``texts``): that is where a
 second charge would show up. ``hold(tool)`` makes that tool's next call wait, once it has acted,
@@ -124,6 +127,13 @@ def booking_server(books: McpBooks) -> MCPServer:
         books.charges.append((order_id, amount_cents))
         await books._acted("charge_card")
         return f"charged {amount_cents} cents for {order_id}"
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    async def find_booking(reference: str, ctx: Context) -> str:
+        """Look a booking up by the idempotency key it was made with."""
+        _record(books, "find_booking", {"reference": reference}, ctx)
+        seat = books.bookings.get(reference)
+        return json.dumps({"state": "booked", "seat": seat} if seat else {"state": "not_found"})
 
     @server.tool()
     async def send_sms(phone: str, text: str, ctx: Context) -> str:
