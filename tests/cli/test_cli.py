@@ -28,7 +28,7 @@ from agentrun._frontier import (
 from agentrun._idempotency import marker_key
 from agentrun._messages import Message, ToolCall, Usage
 from agentrun.demo import services
-from agentrun.demo.booking import BOOKING, BOOKING_APPROVED
+from agentrun.demo.booking import BOOKING, BOOKING_APPROVED, BOOKING_PAID
 from tests.cli.conftest import Cli
 from tests.runner.wire import endpoint
 from tests.support.cli import COMMAND
@@ -354,6 +354,8 @@ def test_schema_and_agents(cli: Cli) -> None:
     assert agents.stdout.splitlines() == [
         f"booking  {BOOKING.revision}  model scripted  {tools}",
         f"booking-approved  {BOOKING_APPROVED.revision}  model scripted  {tools}",
+        f"booking-paid  {BOOKING_PAID.revision}  model scripted  "
+        "tools: search_flights, book_flight, charge_card",
     ]
 
 

@@ -1,7 +1,9 @@
-"""Two stand-in remote services with their own records, in one SQLite file.
+"""Three stand-in remote services with their own records, in one SQLite file.
 
 The airline deduplicates on the ``Idempotency-Key`` it is sent, as a well-behaved payment or
 booking API does; the SMS gateway does not (most don't), so a repeated send is a second message.
+The payment service charges once per key and can be asked what it charged under one: the
+lookup a settler asks (``booking-paid``).
 ``AGENTRUN_DEMO_DIR`` says where the file lives (default ``.agentrun``). A file
 ``release-STEP`` beside it ends a demo tool's linger at STEP at once (``booking``): what a test
 that must hold a call in flight until it has seen something happen writes.
@@ -35,6 +37,10 @@ def _connect() -> sqlite3.Connection:
     connection.execute(
         "CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, recipient TEXT NOT NULL, "
         "body TEXT NOT NULL)"
+    )
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS charges (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, "
+        "passenger TEXT NOT NULL, amount_cents INTEGER NOT NULL)"
     )
     return connection
 
@@ -78,3 +84,28 @@ def messages() -> list[tuple[str, str]]:
     with _connect() as connection:
         rows = connection.execute("SELECT recipient, body FROM messages ORDER BY id").fetchall()
         return [(str(r), str(b)) for r, b in rows]
+
+
+def charge(passenger: str, amount_cents: int, key: str) -> dict[str, str | int]:
+    """Charge the passenger's card, or answer with the charge already made under ``key``."""
+    with _connect() as connection:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute(
+            "INSERT OR IGNORE INTO charges (key, passenger, amount_cents) VALUES (?, ?, ?)",
+            (key, passenger, amount_cents),
+        )
+        connection.execute("COMMIT")
+    found = charge_under(key)
+    assert found is not None
+    return found
+
+
+def charge_under(key: str) -> dict[str, str | int] | None:
+    """The receipt of the charge made under ``key``; None: nothing was charged under it."""
+    with _connect() as connection:
+        row = connection.execute(
+            "SELECT id, passenger, amount_cents FROM charges WHERE key = ?", (key,)
+        ).fetchone()
+    if row is None:
+        return None
+    return {"charge": f"ch_{row[0]}", "passenger": str(row[1]), "amount_cents": int(row[2])}
