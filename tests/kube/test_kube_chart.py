@@ -709,6 +709,19 @@ def test_the_segment_form_reaches_the_operator(kube: Kube, helm: str, kube_versi
     assert form("--set", "segmentForm=zlib-json") == "zlib-json"
 
 
+def test_settling_reaches_the_operator_on_by_default(
+    kube: Kube, helm: str, kube_version: str
+) -> None:
+    """``settling.enabled`` is AGENTRUN_SETTLING: the operator settles the undecidable calls
+    whose tools declare how unless told not to."""
+
+    def settling(*values: str) -> object:
+        return operator_env(kube, helm, kube_version, *values)["AGENTRUN_SETTLING"]
+
+    assert settling() == "true"
+    assert settling("--set", "settling.enabled=false") == "false"
+
+
 def test_the_egress_policy_reaches_the_operator(kube: Kube, helm: str, kube_version: str) -> None:
     """``egress.allow`` and ``egress.clusterRanges`` are AGENTRUN_EGRESS_ALLOW and
     AGENTRUN_EGRESS_CLUSTER_RANGES: nothing allowed and every private range refused by default."""

@@ -48,6 +48,10 @@ class OperatorConfig(FrozenModel):
     """Act on approvals and resolutions even where the API server does not authenticate them
     (``decision_authentication``): anyone who may patch a run may then decide in anyone's
     name. Unsafe; the chart's ``accessControl.acceptUnauthenticatedDecisions``."""
+    settling: bool = True
+    """Settle undecidable calls whose tools declare a way to (``settle`` on the Agent) by asking
+    their services (``settling``); False leaves every one to a person. The chart's
+    ``settling.enabled``."""
     segment_form: SegmentForm = SegmentForm.ZSTD
     """The form transcript segments are written in (``SegmentForm``): ``zlib-json`` while
     replicas of chart 0.2.0 or earlier may still take runs over."""
@@ -91,6 +95,7 @@ class OperatorConfig(FrozenModel):
             accept_unauthenticated_decisions=_switch(
                 "AGENTRUN_ACCEPT_UNAUTHENTICATED_DECISIONS", default=False
             ),
+            settling=_switch("AGENTRUN_SETTLING", default=True),
             segment_form=_segment_form(os.environ.get("AGENTRUN_SEGMENT_FORM")),
             egress=_egress_policy(),
         )

@@ -290,6 +290,24 @@ class KubeApi:
 
         return await self._off_loop(call)
 
+    async def whoami(self) -> str:
+        """The user name the API server authenticates this process as (a SelfSubjectReview, as
+        ``kubectl auth whoami`` asks): ``system:serviceaccount:NAMESPACE:NAME`` in a pod."""
+
+        def call() -> str:
+            review = client.AuthenticationV1Api(self._client).create_self_subject_review(
+                client.V1SelfSubjectReview(
+                    api_version="authentication.k8s.io/v1", kind="SelfSubjectReview"
+                )
+            )
+            status = review.status
+            user = status.user_info if status is not None else None
+            if user is None or not user.username:
+                raise Rejected("the API server's SelfSubjectReview named no user")
+            return str(user.username)
+
+        return await self._off_loop(call)
+
     # -- what a declared agent needs: its Agent resource and the Secrets it references ---------
 
     async def get_agent(self, namespace: str, name: str) -> dict[str, Any] | None:

@@ -57,6 +57,13 @@ class Metrics:
             "Tool calls refused as undecidable on resume",
             registry=r,
         )
+        self.settled_calls = Counter(
+            "agentrun_settled_calls",
+            "Undecidable calls the operator asked the tool's service about, by the tool's way of "
+            "settling (replay, probe) and what it concluded (ran, didNotRun, inconclusive)",
+            ["mode", "outcome"],
+            registry=r,
+        )
         self.checkpoint_bytes = Histogram(
             "agentrun_checkpoint_bytes",
             "Size of checkpoints written",

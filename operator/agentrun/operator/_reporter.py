@@ -31,7 +31,9 @@ from agentrun.operator._resource import (
     Usage,
 )
 from agentrun.operator._retrying import described
+from agentrun.operator._settlement_notes import planned, utcnow
 from agentrun.operator._status import NOTHING, StatusWriter, Superseded
+from agentrun.runner._agents import AgentDefinition
 from agentrun.runner._results import RunResult
 from agentrun.runner._tracing import current_trace_id
 
@@ -277,14 +279,31 @@ class RunReporter:
         except Exception as failure:
             self.say("could not show the fault: %s", failure, level=logging.ERROR)
 
-    async def indeterminate(self, error: IndeterminateToolCallError) -> None:
-        """The calls nobody can decide, named in the status for the person who must answer."""
+    async def indeterminate(
+        self, error: IndeterminateToolCallError, agent: AgentDefinition | None
+    ) -> None:
+        """The calls nobody can decide, named in the status for the person who must answer;
+        with ``agent`` (None: the operator settles nothing), each call whose tool declares a
+        way to settle it is noted for the operator to ask its service (``settlement_notes``)."""
+        now = utcnow()
+        calls = [
+            planned(agent, call_id, tool, now)
+            if agent is not None
+            else IndeterminateCall(call_id=call_id, tool=tool)
+            for call_id, tool in error.calls
+        ]
         named = ", ".join(f"{tool} (call {call_id})" for call_id, tool in error.calls)
         message = (
             f"nobody can say whether {named} happened; check the tool's own records, "
             "then add to spec.resolutions: outcome ran (with result) or didNotRun"
         )
+        asked = [call for call in calls if call.settlement is not None]
+        if asked:
+            first = min(call.settlement.due_at for call in asked if call.settlement is not None)
+            message += (
+                f". The operator asks the service of {', '.join(c.tool for c in asked)} itself "
+                f"from {first.isoformat(timespec='seconds')} unless a person answers first"
+            )
         self.context.metrics.indeterminate.inc(len(error.calls))
-        calls = [IndeterminateCall(call_id=call_id, tool=tool) for call_id, tool in error.calls]
         await self.ended(error.outcome, message, AgentRunStatus(indeterminate_calls=calls))
         self.say("refused: %s", message, level=logging.WARNING)

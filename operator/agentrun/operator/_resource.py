@@ -92,13 +92,20 @@ class Approval(ResourceModel):
     reason: Annotated[str, Field(max_length=1024)] | None = None
 
 
+Evidence = Annotated[str, Field(max_length=2000)]
+
+
 class Resolution(ResourceModel):
-    """A person's answer for an indeterminate call: it ran (with this result) or it did not."""
+    """An answer for an indeterminate call: it ran (with this result) or it did not. A
+    person's, or the operator's when it settled the call by asking the tool's service: only
+    then does it carry ``evidence`` (what was asked and answered, masked), which the chart's
+    admission policy admits from the operator's ServiceAccount alone."""
 
     call_id: CallId
     outcome: Literal["ran", "didNotRun"]
     result: Annotated[str, Field(max_length=4096)] | None = None
     by: Person
+    evidence: Evidence | None = None
 
     @model_validator(mode="after")
     def _result_iff_ran(self) -> Self:
@@ -158,9 +165,27 @@ class PendingApproval(ResourceModel):
     tool: Annotated[str, Field(max_length=253)]
 
 
+SettlementPhase = Literal["Waiting", "Asking", "LeftToPerson"]
+"""Where the operator is with settling a call: waiting for its ``dueAt``, asking the service
+(a replica holds the run's lease), or done asking without an answer (a person must resolve)."""
+
+MAX_SETTLE_ATTEMPTS = 64
+"""The CRD's bound on ``settlement.attempts``; the operator stops beginning far below it."""
+
+
+class Settlement(ResourceModel):
+    """What the operator does, and saw, about settling one indeterminate call itself."""
+
+    due_at: datetime
+    attempts: Annotated[int, Field(ge=0, le=MAX_SETTLE_ATTEMPTS)]
+    phase: SettlementPhase
+    message: Annotated[str, Field(max_length=2048)] | None = None
+
+
 class IndeterminateCall(ResourceModel):
     call_id: Annotated[str, Field(max_length=128)]
     tool: Annotated[str, Field(max_length=253)]
+    settlement: Settlement | None = None
 
 
 class AgentRunStatus(ResourceModel):

@@ -24,6 +24,10 @@ weighted fair order across namespaces (``FairQueue``, each namespace weighted by
 A run its namespace's RunQuota has no room for (``_admission``: no place among the active runs,
 or the budget spent) waits like any other, holding nothing; the ``QuotaQueue`` keeps it under its
 namespace and lets it go when room comes.
+
+A run waiting on a person for calls whose tools declare a way to settle them has a timer here
+until they are due, no task (``_settle_timers``); the replica it prefers then asks the services
+(``_settler``) and answers in its spec, which wakes it like a person's answer.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from agentrun.operator._news import News
 from agentrun.operator._quota_queue import WAITING as QUOTA_WAITS
 from agentrun.operator._quota_queue import QuotaQueue
 from agentrun.operator._resource import AgentRunSpec
+from agentrun.operator._settle_timers import SettleTimers
 from agentrun.operator._start_limit import StartLimit
 from agentrun.operator._witness import is_parked
 from agentrun.operator._worker import Faulted, RunWorker
@@ -165,6 +170,7 @@ class Scheduler:
         self.log = logger or log
         self.queue = FairQueue(self._weight)
         self.quota_queue = QuotaQueue(context, self._wake, self._at_work, self._spawn)
+        self.settle_timers = SettleTimers(context, self._spawn, self._copied)
         self._drives: dict[str, _Drive] = {}
         self._deferred: dict[str, tuple[Mapping[str, Any], asyncio.TimerHandle, float]] = {}
         """Runs another replica is preferred for: their latest view, when to look again, and
@@ -208,6 +214,7 @@ class Scheduler:
         if event_type == "DELETED" or not ours(body, self.context.config.controller_name):
             self._forget(uid)  # gone, or claimed by another install: nothing of it is ours
             return
+        self.settle_timers.seen(body)
         if drive is not None:
             return
         self._index(uid, body)
@@ -310,6 +317,7 @@ class Scheduler:
         self._not_held(uid)
         self._faulted.discard(uid)
         self.quota_queue.gone(uid)
+        self.settle_timers.forget(uid)
 
     def _not_held(self, uid: str) -> None:
         holder = self._held_by.pop(uid, None)
@@ -532,11 +540,13 @@ class Scheduler:
         for _, timer, _ in self._deferred.values():
             timer.cancel()
         self._deferred.clear()
+        # Beside the workers, within their grace: a settling holds a lease too.
+        settling = asyncio.create_task(self.settle_timers.stop(CANCELLED_GRACE))
         tasks = [d.task for d in self._drives.values() if d.task is not None]
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=GRACE)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=CANCELLED_GRACE)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=GRACE)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=CANCELLED_GRACE)
+        await settling

@@ -400,7 +400,7 @@ class RunWorker:
             ):  # fmt: skip
                 await self._resume_or_start(runner, spec, agent, budget, stop)
         except AgentRunError as error:
-            await self._after(error)
+            await self._after(error, agent)
         else:
             self.backoff.reset()
         finally:
@@ -442,11 +442,12 @@ class RunWorker:
                 stop=stop,
             )
 
-    async def _after(self, error: AgentRunError) -> None:
-        """Carry on after an attempt that ``error`` ended, as its outcome says."""
+    async def _after(self, error: AgentRunError, agent: AgentDefinition) -> None:
+        """Carry on after an attempt of ``agent`` that ``error`` ended, as its outcome says."""
         outcome = error.outcome
         if isinstance(error, IndeterminateToolCallError):
-            await self.report.indeterminate(error)
+            settling = self.context.config.settling
+            await self.report.indeterminate(error, agent if settling else None)
             return
         if outcome in QUOTA_REASONS:  # it waits on its quota: the scheduler lets it go
             self._on_quota = True
