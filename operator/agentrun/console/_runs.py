@@ -32,11 +32,35 @@ class Approval(FrozenModel):
     tool: str
 
 
+class Settling(FrozenModel):
+    """What the operator does about an undecidable call whose tool's service can be asked
+    (``status.indeterminateCalls[].settlement``): wait until ``due``, ask, or leave it to a
+    person with what it saw."""
+
+    phase: str
+    due: datetime | None = None
+    attempts: int = 0
+    message: str = ""
+
+
 class Undecidable(FrozenModel):
-    """A call that may or may not have taken effect, which a person must answer for."""
+    """A call that may or may not have taken effect, which a person must answer for (unless
+    the operator settles it first by asking the tool's service: ``settling``)."""
 
     call_id: str
     tool: str
+    settling: Settling | None = None
+
+
+def _settling(note: object) -> Settling | None:
+    if not isinstance(note, dict):
+        return None
+    return Settling(
+        phase=str(note.get("phase", "")),
+        due=parse_time(note.get("dueAt")),
+        attempts=_int(note.get("attempts")),
+        message=str(note.get("message", "") or ""),
+    )
 
 
 class RunRow(FrozenModel):
@@ -105,6 +129,7 @@ def row_of(obj: dict[str, Any]) -> RunRow:
         Undecidable(
             call_id=str(c.get("callId", "")),
             tool=str(c.get("tool", "")),
+            settling=_settling(c.get("settlement")),
         )
         for c in status.get("indeterminateCalls") or ()
         if isinstance(c, dict)
