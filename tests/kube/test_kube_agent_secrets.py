@@ -147,6 +147,19 @@ def _everywhere(url: str) -> dict[str, Manifest]:
             "leak", url,
             tools={"http": [{"name": "fetch", "url": url, "arguments": {"token": _ref("keys")}}]},
         ),
+        # A settler's probe sends its headers to the URL the Agent names, as a tool does.
+        "spec.tools.http[fetch].settle.probe.http.headers.Authorization": _agent(
+            "leak", url,
+            tools={"http": [{"name": "fetch", "url": url, "settle": {"probe": {
+                "http": {"url": url, "headers": {"Authorization": _ref("keys")}},
+                "ran": {"status": [200]}}}}]},
+        ),
+        "spec.tools.mcp[m].tools.search.settle.probe.http.headers.Authorization": _agent(
+            "leak", url,
+            tools={"mcp": [{"name": "m", "url": url, "tools": {"search": {"settle": {"probe": {
+                "http": {"url": url, "headers": {"Authorization": _ref("keys")}},
+                "ran": {"status": [200]}}}}}}]},
+        ),
     }  # fmt: skip
     return placed
 

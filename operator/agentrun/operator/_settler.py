@@ -175,10 +175,10 @@ class Settler:
         verdict = await settle_call(
             tool, pending, tenant=checkpoint.tenant, run_id=checkpoint.run_id, masker=masker
         )
-        evidence = masker.text(verdict.evidence)
+        evidence = verdict.evidence  # masked by settle_call with this masker
         if verdict.outcome is None:
             return _Asked(call_id, tool_name, mode, None, evidence)
-        result = masker.text(verdict.result or "") if verdict.outcome == "ran" else None
+        result = (verdict.result or "") if verdict.outcome == "ran" else None
         if result is not None and len(result) > RESULT_LIMIT:
             return _Asked(
                 call_id,
